@@ -397,10 +397,27 @@ export class PurchaseApprovals {
     return row;
   }
 
+  /**
+   * An owner's answer to an approval that is no longer open: 409 with the `reason` the agent's retry gives for the
+   * same state (found from outside: the owner's refusal had none), and which way an expired one lapsed.
+   */
   private assertOpen(row: store.PurchaseApprovalRow, wanted: 'approved' | 'declined'): void {
     const status = this.view(row).status;
-    if (status === 'expired') throw new ApiError('conflict', { detail: 'the purchase approval has expired; the agent must ask again' });
-    if (!isOpen(status)) throw new ApiError('conflict', { detail: `the purchase approval is ${status}; it can no longer be ${wanted}` });
+    if (isOpen(status)) return;
+    const refuse = (reason: 'approval_expired' | 'purchase_declined' | 'approval_used', detail: string) => new ApiError('conflict', { detail, extra: { reason, approvalId: row.id } });
+    switch (status) {
+      case 'expired':
+        throw refuse(
+          'approval_expired',
+          row.decided_at_s === null
+            ? `the purchase approval expired unanswered, so it can no longer be ${wanted}; the agent must ask again`
+            : `the purchase approval expired before a retry used it, so it can no longer be ${wanted}; the agent must ask again`,
+        );
+      case 'declined':
+        throw refuse('purchase_declined', `the purchase approval is declined; it can no longer be ${wanted}`);
+      default:
+        throw refuse('approval_used', `the purchase approval was used already, by hold ${row.hold_id}; it can no longer be ${wanted}`);
+    }
   }
 
   /**

@@ -162,6 +162,12 @@ describe('a purchase approval past its deadline', () => {
       const unused = await mint(world, token, offer.id, approvedKey);
       expect(unused.body).toMatchObject({ code: 'conflict', reason: 'approval_expired' });
       expect(unused.body.detail).toMatch(/^the owner approved this purchase, but the approval expired before a retry used it/);
+      // The owner's late answer names the same state (found from outside, bb135: a 409 with no reason).
+      const ownerToken = await world.human.mint({ sub: `human-${agent.email}`, email: agent.email, email_verified: true }, { expiresInS: 3 * PURCHASE_APPROVAL_LIFETIME_S });
+      for (const [answered, action] of [[unanswered, 'approve'], [approved, 'decline']] as const) {
+        const late = await world.api('POST', `/v1/payments/purchases/${approvalIdOf(answered.body.approvalUrl)}/${action}`, { token: ownerToken, body: {} });
+        expect([late.status, late.body.code, late.body.reason]).toEqual([409, 'conflict', 'approval_expired']);
+      }
     } finally {
       world.gw.clock.advance(-(PURCHASE_APPROVAL_LIFETIME_S + 1) * 1000);
     }
