@@ -60,6 +60,34 @@ function codeOf(error: unknown): string {
   return typeof code === 'string' ? code : '';
 }
 
+/**
+ * Node's codes for a server certificate its TLS client does not trust (OpenSSL's X509_V_ERR_… without the prefix):
+ * no chain to a trusted CA (sslrootcert names another CA, or none), expired or not yet valid, or not a CA where one
+ * must be.
+ */
+const UNTRUSTED_CERTIFICATE_CODES = new Set([
+  'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_DECRYPT_CERT_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY', 'CERT_SIGNATURE_FAILURE', 'CERT_NOT_YET_VALID', 'CERT_HAS_EXPIRED', 'ERROR_IN_CERT_NOT_BEFORE_FIELD',
+  'ERROR_IN_CERT_NOT_AFTER_FIELD', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'CERT_CHAIN_TOO_LONG', 'CERT_REVOKED', 'INVALID_CA',
+  'PATH_LENGTH_EXCEEDED', 'INVALID_PURPOSE', 'CERT_UNTRUSTED', 'CERT_REJECTED',
+]);
+/** Node's code for a trusted certificate that is not for the host connected to (sslmode=verify-full checks it). */
+const CERTIFICATE_NAME_MISMATCH = 'ERR_TLS_CERT_ALTNAME_INVALID';
+
+/**
+ * What is wrong with the connection settings, when `error` is a refusal of them; the driver's messages name no
+ * password (a TLS error names the certificate's names and the host).
+ */
+function refusalOfSettings(error: Error): string | undefined {
+  const code = codeOf(error);
+  if (code === '3D000' || code.startsWith('28')) return `${error.message} (SQLSTATE ${code}; check DATABASE_URL)`;
+  // sslmode=require (or verify-*) against a server without TLS: the driver's words, no code (found from outside: a stack, exit 1).
+  if (error.message === 'The server does not support SSL connections') return 'the server does not support SSL connections (check sslmode in DATABASE_URL)';
+  if (UNTRUSTED_CERTIFICATE_CODES.has(code)) return `the server's TLS certificate is not trusted: ${error.message} (${code}; check sslrootcert in DATABASE_URL: it names the file of the CA that issued the server's certificate)`;
+  if (code === CERTIFICATE_NAME_MISMATCH) return `the server's TLS certificate is not for the host DATABASE_URL names: ${error.message} (${code}; connect by a name or address the certificate lists)`;
+  return undefined;
+}
+
 function describeFailure(error: unknown): string {
   const code = codeOf(error);
   const message = error instanceof Error ? error.message : String(error);
@@ -89,10 +117,11 @@ export function storageFailureKind(error: unknown): StorageFailureKind | undefin
   const code = codeOf(error);
   if (TIMEOUT_SQLSTATES.has(code)) return 'timeout';
   if (UNREACHABLE_SQLSTATES.has(code) || code.startsWith('08') || NETWORK_CODES.has(code)) return 'unreachable';
-  // The database or the role gone, or the password changed, while the gateway runs: no request is at fault, and
-  // what cures it (recreating it, a new DATABASE_URL) is the operator's, as for a server that went away. At
-  // start-up the same refusal is not retried (connectionSettingsRefusal): it is said in one line, exit 2.
-  if (code === '3D000' || code.startsWith('28')) return 'unreachable';
+  // The database or the role gone, the password changed, or the server's certificate no longer trusted, while the
+  // gateway runs: no request is at fault, and what cures it (recreating it, a new DATABASE_URL or certificate) is the
+  // operator's, as for a server that went away. At start-up the same refusal is not retried
+  // (connectionSettingsRefusal): it is said in one line, exit 2.
+  if (error instanceof Error && refusalOfSettings(error) !== undefined) return 'unreachable';
   // An aborted embedded engine (PGlite's WebAssembly) answers nothing until the process restarts.
   if (error instanceof WebAssembly.RuntimeError) return 'unreachable';
   const message = error instanceof Error ? error.message : '';
@@ -200,15 +229,14 @@ export class OutageTracker {
 
 /**
  * A server's refusal of the connection settings themselves, which no retry cures: no such database (3D000), the
- * role or its password refused (class 28), or TLS asked of a server without it. At start-up `acg serve` says it in one line and exits 2, as every
- * other `acg` command and a bad setting do, rather than as a crash with the driver's stack.
+ * role or its password refused (class 28), TLS asked of a server without it, or a server certificate the driver
+ * does not trust (another CA, expired, or for another host). At start-up `acg serve` says it in one line and exits
+ * 2, as every other `acg` command and a bad setting do, rather than as a crash with the driver's stack.
  */
 export function connectionSettingsRefusal(error: unknown): string | undefined {
   for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
-    const code = codeOf(current);
-    if (code === '3D000' || code.startsWith('28')) return `cannot open the database: ${current.message} (SQLSTATE ${code}; check DATABASE_URL)`;
-    // sslmode=require (or verify-*) against a server without TLS: the driver's words, no code (found from outside: a stack, exit 1).
-    if (current.message === 'The server does not support SSL connections') return 'cannot open the database: the server does not support SSL connections (check sslmode in DATABASE_URL)';
+    const refusal = refusalOfSettings(current);
+    if (refusal !== undefined) return `cannot open the database: ${refusal}`;
   }
   return undefined;
 }
