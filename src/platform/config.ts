@@ -228,21 +228,34 @@ function url(env: Env, name: string, problems: string[], form: UrlForm = 'base')
 }
 
 /**
- * Whether node-postgres will read a connection URL: it parses it with WHATWG `URL` (pg-connection-string), once more
- * with a placeholder host when the host is left out (a socket given as a `host` parameter), after encoding spaces.
- * Checked here so a bad one is a configuration problem at start, not a crash at the first connection.
+ * A connection URL as node-postgres reads it: it parses it with WHATWG `URL` (pg-connection-string), once more with a
+ * placeholder host when the host is left out (a socket given as a `host` parameter), after encoding spaces. Undefined
+ * when it cannot; checked here so a bad one is a configuration problem at start, not a crash at the first connection.
  */
-function parsesAsConnectionUrl(value: string): boolean {
+function parseConnectionUrl(value: string): URL | undefined {
   const encoded = /\s|%(?![0-9a-f]{2})/i.test(value) ? encodeURI(value).replace(/%25([0-9a-f]{2})/gi, '%$1') : value;
   for (const candidate of [encoded, encoded.replace('@/', '@placeholder/')]) {
     try {
-      new URL(candidate, 'postgres://base');
-      return true;
+      return new URL(candidate, 'postgres://base');
     } catch {
       // try the next form
     }
   }
-  return false;
+  return undefined;
+}
+
+/**
+ * The files DATABASE_URL names, each must be readable, and sslrootcert a PEM file of CA certificates: the driver reads
+ * them as it opens a connection, so a mistyped path was a crash with the driver's stack at start (found with the TLS
+ * test, test/platform/db/postgres-tls.test.ts: ENOENT from inside pg-connection-string).
+ */
+function connectionUrlFileProblems(url: URL, problems: string[]): void {
+  for (const name of ['sslrootcert', 'sslcert', 'sslkey'] as const) {
+    const file = url.searchParams.get(name);
+    if (file === null) continue;
+    const problem = name === 'sslrootcert' ? caFileProblem(file) : readableFile(file).problem;
+    if (problem) problems.push(`DATABASE_URL's ${name} must name a ${name === 'sslrootcert' ? 'PEM file of CA certificates' : 'readable file'}; ${file} ${problem}`);
+  }
 }
 
 /**
@@ -398,21 +411,26 @@ function dohConfig(env: Env, mode: Mode, baseUrl: string, problems: string[]): C
 
 const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
 
+/** A file's text, or what keeps it from being read, in words that follow its path. */
+function readableFile(file: string): { text: string; problem?: undefined } | { text?: undefined; problem: string } {
+  try {
+    const stats = statSync(file);
+    if (stats.isDirectory()) return { problem: 'is a directory' };
+    if (!stats.isFile()) return { problem: 'is not a regular file' };
+    return { text: readFileSync(file, 'utf8') };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return { problem: 'does not exist' };
+    return { problem: `cannot be read (${code ?? (error as Error).message})` };
+  }
+}
+
 // A CA file is read only once the gateway listens and has migrated its database (src/app.ts), and TLS skips
 // what it cannot parse without a word. So a directory ended a started gateway with a stack and exit 1, and a
 // file of no certificates was trusted as none (found from outside). Both are refused here, with the rest.
 function caFileProblem(file: string): string | undefined {
-  let text: string;
-  try {
-    const stats = statSync(file);
-    if (stats.isDirectory()) return 'is a directory';
-    if (!stats.isFile()) return 'is not a regular file';
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return 'does not exist';
-    return `cannot be read (${code ?? (error as Error).message})`;
-  }
+  const { text, problem } = readableFile(file);
+  if (text === undefined) return problem;
   const certificates = text.match(PEM_CERTIFICATE) ?? [];
   if (certificates.length === 0) return 'holds no PEM certificate (-----BEGIN CERTIFICATE-----)';
   // Every block must parse: Node's TLS stops at the first it cannot read and trusts none after it, without a word
@@ -512,8 +530,10 @@ export function loadConfig(env: Env = process.env): Config {
   if (mode === 'live' && !env.ACG_BASE_URL) problems.push('ACG_BASE_URL is required in live mode (it is the issuer of every token we sign)');
   const databaseUrl = env.DATABASE_URL || undefined;
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) problems.push('DATABASE_URL must start with postgres:// or postgresql://');
-  else if (databaseUrl && !parsesAsConnectionUrl(databaseUrl)) {
-    problems.push('DATABASE_URL is not a valid URL: check its port, and percent-encode any reserved character of the user name or password');
+  else if (databaseUrl) {
+    const parsed = parseConnectionUrl(databaseUrl);
+    if (!parsed) problems.push('DATABASE_URL is not a valid URL: check its port, and percent-encode any reserved character of the user name or password');
+    else connectionUrlFileProblems(parsed, problems);
   }
   const allowPrivate = flag(env, 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', false, problems);
   if (allowPrivate && mode === 'live') problems.push('ACG_ALLOW_PRIVATE_NETWORK_TARGETS is a test-only setting and is refused in live mode');

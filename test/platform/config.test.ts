@@ -252,6 +252,37 @@ describe('DATABASE_URL', () => {
       expect(loadConfig({ DATABASE_URL: value }).databaseUrl).toBe(value);
     }
   });
+
+  it("refuses at start an sslrootcert that is no readable file of CA certificates, or an sslcert or sslkey it cannot read, naming the file and not the password (found with the TLS test: a crash with the driver's stack)", () => {
+    const cert = makeTestCertificate({ dns: ['db.internal'] });
+    const dir = mkdtempSync(path.join(tmpdir(), 'acg-config-db-'));
+    try {
+      const url = (params: string) => `postgres://acg:secret-pw@db.internal/acg?sslmode=verify-full&${params}`;
+      expect(loadConfig({ DATABASE_URL: url(`sslrootcert=${cert.certPath}`) }).databaseUrl).toBe(url(`sslrootcert=${cert.certPath}`));
+      const missing = path.join(dir, 'ca.pem');
+      const cases: [string, string][] = [
+        [`sslrootcert=${missing}`, `DATABASE_URL's sslrootcert must name a PEM file of CA certificates; ${missing} does not exist`],
+        [`sslrootcert=${dir}`, `DATABASE_URL's sslrootcert must name a PEM file of CA certificates; ${dir} is a directory`],
+        [`sslrootcert=${cert.keyPath}`, `DATABASE_URL's sslrootcert must name a PEM file of CA certificates; ${cert.keyPath} holds no PEM certificate`],
+        [`sslrootcert=${cert.certPath}&sslcert=${missing}&sslkey=${dir}`, `DATABASE_URL's sslcert must name a readable file; ${missing} does not exist`],
+        [`sslrootcert=${cert.certPath}&sslcert=${cert.certPath}&sslkey=${dir}`, `DATABASE_URL's sslkey must name a readable file; ${dir} is a directory`],
+      ];
+      for (const [params, said] of cases) {
+        let message = '';
+        try {
+          loadConfig({ DATABASE_URL: url(params) });
+        } catch (error) {
+          expect(error).toBeInstanceOf(ConfigError);
+          message = (error as Error).message;
+        }
+        expect(message, params).toContain(said);
+        expect(message, params).not.toContain('secret-pw');
+      }
+    } finally {
+      cert.remove();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('CA files', () => {
