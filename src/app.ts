@@ -87,6 +87,7 @@ import { x402Routes } from './x402/routes.ts';
 import { X402_SCHEMAS } from './x402/schemas.ts';
 import { X402Service } from './x402/service.ts';
 import type { HumanApprover } from './platform/approvals.ts';
+import { databaseHostWithoutTls } from './platform/config.ts';
 import type { Gateway } from './platform/gateway.ts';
 import { buildApp } from './platform/http/app.ts';
 import { newSecret } from './platform/ids.ts';
@@ -243,6 +244,18 @@ export function missingLivePieces(gateway: Gateway, services: Pick<Services, 've
     missing.push({
       setting: 'DATABASE_URL',
       consequence: `the ledger is kept in the embedded database in ${gateway.config.dataDir}: one process may open it, with no replica, failover or online backup; set DATABASE_URL to run on PostgreSQL`,
+    });
+  }
+  // The URL, not the database kind: only a URL names a host, and a network between the gateway and its ledger.
+  const cleartextHost = gateway.config.databaseUrl === undefined ? undefined : databaseHostWithoutTls(gateway.config.databaseUrl);
+  if (cleartextHost !== undefined) {
+    missing.push({
+      setting: 'DATABASE_URL',
+      problem: `live mode with DATABASE_URL to ${cleartextHost} not requiring TLS`,
+      consequence:
+        'the ledger\'s statements and answers, and the database password, may cross the network in cleartext (no sslmode connects without TLS; disable, allow and prefer do not require it): ' +
+        'add sslmode=verify-full&sslrootcert=<the file of the CA that issued the server\'s certificate> (docs/operations.md, "PostgreSQL over TLS"), ' +
+        'or accept it on a network only the gateways and the database share (as deploy/ha does)',
     });
   }
   const { provider } = gateway.config.payments;

@@ -231,12 +231,14 @@ function url(env: Env, name: string, problems: string[], form: UrlForm = 'base')
  * A connection URL as node-postgres reads it: it parses it with WHATWG `URL` (pg-connection-string), once more with a
  * placeholder host when the host is left out (a socket given as a `host` parameter), after encoding spaces. Undefined
  * when it cannot; checked here so a bad one is a configuration problem at start, not a crash at the first connection.
+ * `hostless`: the URL names no host (the driver's default then, or its `host` parameter).
  */
-function parseConnectionUrl(value: string): URL | undefined {
+function parseConnectionUrl(value: string): { url: URL; hostless: boolean } | undefined {
   const encoded = /\s|%(?![0-9a-f]{2})/i.test(value) ? encodeURI(value).replace(/%25([0-9a-f]{2})/gi, '%$1') : value;
-  for (const candidate of [encoded, encoded.replace('@/', '@placeholder/')]) {
+  for (const [candidate, hostless] of [[encoded, false], [encoded.replace('@/', '@placeholder/'), true]] as const) {
     try {
-      return new URL(candidate, 'postgres://base');
+      const url = new URL(candidate, 'postgres://base');
+      return { url, hostless: hostless || url.hostname === '' };
     } catch {
       // try the next form
     }
@@ -256,6 +258,31 @@ function connectionUrlFileProblems(url: URL, problems: string[]): void {
     const problem = name === 'sslrootcert' ? caFileProblem(file) : readableFile(file).problem;
     if (problem) problems.push(`DATABASE_URL's ${name} must name a ${name === 'sslrootcert' ? 'PEM file of CA certificates' : 'readable file'}; ${file} ${problem}`);
   }
+}
+
+/**
+ * sslmode values under which node-postgres connects over TLS or not at all: libpq's require, verify-ca and verify-full
+ * (pg-connection-string 2 takes require and verify-ca as verify-full), and its own no-verify. Not disable, allow or
+ * prefer: libpq settles for cleartext under allow and prefer, and pg-connection-string 3 adopts libpq's meanings.
+ */
+const TLS_REQUIRING_SSLMODES: ReadonlySet<string> = new Set(['require', 'verify-ca', 'verify-full', 'no-verify']);
+
+/**
+ * The host a DATABASE_URL reaches over a network without requiring TLS, or undefined: when the host is a loopback one
+ * or a Unix socket (a path), or the URL requires TLS (an sslmode above, or `ssl=true` with no sslmode). Never the
+ * URL's user name or password.
+ */
+export function databaseHostWithoutTls(databaseUrl: string): string | undefined {
+  const parsed = parseConnectionUrl(databaseUrl);
+  if (!parsed) return undefined;
+  const params = parsed.url.searchParams;
+  const sslmode = params.get('sslmode');
+  const tlsRequired = sslmode === null ? ['true', '1'].includes(params.get('ssl') ?? '') : TLS_REQUIRING_SSLMODES.has(sslmode);
+  if (tlsRequired) return undefined;
+  // A `host` parameter stands for the URL's host, as the driver reads it; a path (or none) is a Unix socket.
+  const host = params.get('host') ?? (parsed.hostless ? '' : decodeURIComponent(parsed.url.hostname).replace(/^\[(.+)\]$/, '$1'));
+  if (host === '' || host.startsWith('/')) return undefined;
+  return isLoopbackHost(isIP(host) === 6 ? new URL(`http://[${host}]`).hostname : host.toLowerCase()) ? undefined : host;
 }
 
 /**
@@ -533,7 +560,7 @@ export function loadConfig(env: Env = process.env): Config {
   else if (databaseUrl) {
     const parsed = parseConnectionUrl(databaseUrl);
     if (!parsed) problems.push('DATABASE_URL is not a valid URL: check its port, and percent-encode any reserved character of the user name or password');
-    else connectionUrlFileProblems(parsed, problems);
+    else connectionUrlFileProblems(parsed.url, problems);
   }
   const allowPrivate = flag(env, 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', false, problems);
   if (allowPrivate && mode === 'live') problems.push('ACG_ALLOW_PRIVATE_NETWORK_TARGETS is a test-only setting and is refused in live mode');

@@ -5,7 +5,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, ENV_VARS, loadConfig, unreadSettings, variableMeaning } from '../../src/platform/config.ts';
+import { ConfigError, databaseHostWithoutTls, ENV_VARS, loadConfig, unreadSettings, variableMeaning } from '../../src/platform/config.ts';
 import { makeTestCertificate } from '../support/test-certificate.ts';
 
 describe('variables meant for the gateway that it does not read', () => {
@@ -282,6 +282,47 @@ describe('DATABASE_URL', () => {
       cert.remove();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('a DATABASE_URL that crosses a network without requiring TLS (live mode warns of it at start)', () => {
+  it('names the host, not the password, when no sslmode is given, or disable, allow or prefer', () => {
+    const cases: [string, string][] = [
+      ['postgres://acg:secret-pw@db.internal:5432/acg', 'db.internal'],
+      ['postgres://acg:secret-pw@db.internal/acg?sslmode=disable', 'db.internal'],
+      ['postgres://acg:secret-pw@db.internal/acg?sslmode=allow', 'db.internal'],
+      ['postgres://acg:secret-pw@db.internal/acg?sslmode=prefer', 'db.internal'],
+      ['postgres://acg:secret-pw@db.internal/acg?ssl=true&sslmode=disable', 'db.internal'],
+      // An sslrootcert without an sslmode: node-postgres 8 then connects over TLS, but libpq's default (prefer) does not
+      // require it, nor will the driver's next major version: the warning asks for verify-full to be written.
+      ['postgres://acg@10.0.0.5/acg?sslrootcert=/etc/acg/db-ca.pem', '10.0.0.5'],
+      ['postgres://acg@[2001:db8::1]:5432/acg', '2001:db8::1'],
+      ['postgres://acg@haproxy:5000/acg', 'haproxy'],
+      // The driver takes a host parameter over the URL's host.
+      ['postgres://acg@localhost/acg?host=db.internal', 'db.internal'],
+    ];
+    for (const [url, host] of cases) expect(databaseHostWithoutTls(url), url).toBe(host);
+  });
+
+  it('names none when TLS is required, or the host is loopback or a Unix socket', () => {
+    const cases = [
+      'postgres://acg:secret-pw@db.internal/acg?sslmode=verify-full&sslrootcert=/etc/acg/db-ca.pem',
+      'postgres://acg@db.internal/acg?sslmode=verify-ca',
+      'postgres://acg@db.internal/acg?sslmode=require',
+      'postgres://acg@db.internal/acg?sslmode=no-verify',
+      'postgres://acg@db.internal/acg?uselibpqcompat=true&sslmode=require',
+      'postgres://acg@db.internal/acg?ssl=true',
+      'postgres://acg:secret-pw@127.0.0.1:5432/acg',
+      'postgres://acg@127.8.9.10/acg',
+      'postgres://acg@localhost/acg',
+      'postgres://acg@LOCALHOST/acg',
+      'postgres://acg@[::1]:5432/acg',
+      'postgres://acg@db.internal/acg?host=::1',
+      'postgresql://acg@/acg?host=/var/run/postgresql',
+      'postgres:///acg',
+      'postgres://acg@%2Fvar%2Frun%2Fpostgresql/acg',
+    ];
+    for (const url of cases) expect(databaseHostWithoutTls(url), url).toBeUndefined();
   });
 });
 

@@ -47,6 +47,24 @@ describe('live mode says at start-up what it runs without (found from outside)',
     }
   });
 
+  it('with DATABASE_URL to a network host not requiring TLS: one warning naming the host and the fix, never the password; none once TLS is required', async () => {
+    const url = 'postgres://acg:secret-db-password@db.internal:5432/acg';
+    const said = async (databaseUrl: string) => {
+      const { log, lines } = capturedLog();
+      // The gateway runs on the test's own database: the warning reads the URL, which names the host.
+      const live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com', DATABASE_URL: databaseUrl }, log });
+      await live.close();
+      expect(JSON.stringify(lines)).not.toContain('secret-db-password');
+      return lines.filter((line) => line.setting === 'DATABASE_URL' && String(line.msg).includes('TLS')).map((line) => line.msg);
+    };
+    expect(await said(url)).toEqual([
+      'live mode with DATABASE_URL to db.internal not requiring TLS: the ledger\'s statements and answers, and the database password, may cross the network in cleartext ' +
+        '(no sslmode connects without TLS; disable, allow and prefer do not require it): add sslmode=verify-full&sslrootcert=<the file of the CA that issued the server\'s certificate> ' +
+        '(docs/operations.md, "PostgreSQL over TLS"), or accept it on a network only the gateways and the database share (as deploy/ha does)',
+    ]);
+    expect(await said(`${url}?sslmode=require`)).toEqual([]);
+  });
+
   it('with ACG_PAYMENT_PROVIDER=local: says that an owner approving a top-up credits it with no payment (found from outside)', async () => {
     const { log, lines } = capturedLog();
     const live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com', ACG_PAYMENT_PROVIDER: 'local' }, log });
