@@ -3862,7 +3862,7 @@ export interface components {
             /** @description the `voucher.revoked` event that told the merchant (also its webhook-id) */
             eventId: string;
             /**
-             * @description where that event stands now: `delivered` (the webhook answered 2xx), `pending` (queued, not yet attempted), `failing` (attempted without a 2xx: retrying, or dead-lettered after the last retry), `disabled` (the gateway gave up on the webhook), `paused` (the merchant paused its webhook; it gets the event when it resumes with deliverMissed), `none` (the merchant had no webhook: only the revocations feed and capture refusals tell it)
+             * @description where that event stands now: `delivered` (the webhook answered 2xx), `pending` (queued, not yet attempted), `failing` (attempted without a 2xx: retrying, or dead-lettered after the last retry), `disabled` (the gateway gave up on the webhook), `paused` (the merchant paused its webhook: nothing is sent while it is paused; a delivery already made goes on when it resumes, and an event without one is sent if it resumes with deliverMissed), `none` (the merchant had no webhook: only the revocations feed and capture refusals tell it)
              * @enum {string}
              */
             webhook: "none" | "paused" | "disabled" | "pending" | "delivered" | "failing";

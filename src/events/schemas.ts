@@ -89,7 +89,7 @@ export const WebhookDeliverySchema = Type.Object(
     eventType: Type.String(),
     state: Type.String({ enum: ['pending', 'succeeded', 'dead'] }),
     attempts: Type.Integer({ description: 'attempts started so far, including one in progress or cut off by a crash (see …/attempts)' }),
-    nextAttemptAt: Nullable(UnixSeconds('next attempt (pending only)')),
+    nextAttemptAt: Nullable(UnixSeconds('when the next attempt is due, rounded up to the second: its schedule, or the end of an open circuit when later; null unless pending, and while the webhook is paused or disabled (nothing is sent until it is enabled again)')),
     lastAttemptAt: Nullable(UnixSeconds('last attempt')),
     lastStatus: Nullable(Type.Integer({ description: 'HTTP status of the last answer; null when none came' })),
     lastError: Nullable(Type.String({ description: `why the last attempt failed (its message is on …/attempts): ${ATTEMPT_ERRORS}` })),

@@ -148,20 +148,23 @@ function reachOf(row: store.EventReachRow): EventReach {
   if (row.delivery_state === 'succeeded') return 'delivered';
   if (row.endpoint_enabled === null) return 'none';
   if (!row.endpoint_enabled && row.disabled_reason === 'failing') return 'disabled';
-  // A delivery pending when a pause began continues through it.
-  if (row.delivery_state !== null) return row.attempts === 0 ? 'pending' : 'failing';
-  return row.endpoint_enabled ? 'none' : 'paused';
+  // A delivery waits through a pause (no attempt goes to a paused endpoint) and goes on when it is resumed
+  // (found from outside: a report said `pending` with a next attempt that would not come while paused).
+  if (!row.endpoint_enabled) return 'paused';
+  return row.delivery_state === null ? 'none' : row.attempts === 0 ? 'pending' : 'failing';
 }
 
 const seconds = (value: bigint | null): number | null => (value === null ? null : Number(value));
 
 /**
- * When a delivery's next attempt is due (pending only, else null), in Unix seconds rounded up: its schedule's time,
- * or the end of its endpoint's open circuit when that is later, since no attempt goes to the endpoint before it.
- * Every face that shows a delivery's next attempt reads it here (a delivery's own `nextAttemptAt`, a freeze report's).
+ * When a delivery's next attempt is due, in Unix seconds rounded up (as a circuit's `openUntil`: it is due by then):
+ * its schedule's time, or the end of its endpoint's open circuit when that is later, since no attempt goes to the
+ * endpoint before it. Null unless it is pending on an enabled endpoint: a paused or disabled one is sent nothing
+ * until it is enabled again, so no time can be given (found from outside). Every face that shows a delivery's next
+ * attempt reads it here (a delivery's own `nextAttemptAt`, a freeze report's).
  */
-function nextAttemptAtOf(row: { state: store.DeliveryState | null; next_attempt_at_ms: bigint | null; circuit_open_until_ms: bigint }): number | null {
-  if (row.state !== 'pending' || row.next_attempt_at_ms === null) return null;
+function nextAttemptAtOf(row: { state: store.DeliveryState | null; next_attempt_at_ms: bigint | null; circuit_open_until_ms: bigint; endpoint_enabled: boolean | null }): number | null {
+  if (row.state !== 'pending' || row.next_attempt_at_ms === null || row.endpoint_enabled !== true) return null;
   return Math.ceil(Math.max(Number(row.next_attempt_at_ms), Number(row.circuit_open_until_ms)) / 1000);
 }
 

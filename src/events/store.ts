@@ -46,6 +46,8 @@ export interface DeliveryRow {
   delivered_at_s: bigint | null;
   /** Until when its endpoint's circuit holds it back: the endpoint's `circuit_open_until_ms` while enabled, else 0. */
   circuit_open_until_ms: bigint;
+  /** Whether its endpoint takes attempts now (null once an owner deleted it). */
+  endpoint_enabled: boolean | null;
 }
 
 /** A delivery a worker has claimed, with everything it needs to send it. */
@@ -214,7 +216,7 @@ export async function queueEventsSince(db: Queryable, merchantId: string, sinceS
 
 const DELIVERY_COLUMNS = `d.id, d.event_id, ev.type AS event_type, d.account_id, d.state, d.attempts, d.next_attempt_at_ms,
   d.locked_until_ms, d.last_status, d.last_error, d.last_attempt_at_s, d.last_duration_ms, d.created_at_s, d.delivered_at_s,
-  CASE WHEN we.enabled THEN we.circuit_open_until_ms ELSE 0 END AS circuit_open_until_ms`;
+  CASE WHEN we.enabled THEN we.circuit_open_until_ms ELSE 0 END AS circuit_open_until_ms, we.enabled AS endpoint_enabled`;
 /** A delivery with its event and its endpoint (whose circuit may hold it back; none once an owner deleted it). */
 const DELIVERY_FROM = `webhook_deliveries d JOIN events ev ON ev.id = d.event_id LEFT JOIN webhook_endpoints we ON we.account_id = d.account_id`;
 

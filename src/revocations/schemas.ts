@@ -36,7 +36,7 @@ export const FreezeMerchantSchema = Type.Object(
       description:
         'where that event stands now: `delivered` (the webhook answered 2xx), `pending` (queued, not yet attempted), `failing` ' +
         '(attempted without a 2xx: retrying, or dead-lettered after the last retry), `disabled` (the gateway gave up on the ' +
-        'webhook), `paused` (the merchant paused its webhook; it gets the event when it resumes with deliverMissed), `none` (the ' +
+        'webhook), `paused` (the merchant paused its webhook: nothing is sent while it is paused; a delivery already made goes on when it resumes, and an event without one is sent if it resumes with deliverMissed), `none` (the ' +
         'merchant had no webhook: only the revocations feed and capture refusals tell it)',
     }),
     lastAttemptAt: Nullable(UnixSeconds('the last delivery attempt of the event; null before the first')),
@@ -44,7 +44,8 @@ export const FreezeMerchantSchema = Type.Object(
       UnixSeconds(
         "when the next delivery attempt of the event is due, while its delivery is pending (`pending`, or `failing` and retrying), as a " +
           "WebhookDelivery's `nextAttemptAt`: its schedule's time, or the end of the merchant's open circuit when that is later (no attempt " +
-          'goes to the webhook before it); null once delivered or dead-lettered, and without a delivery',
+          'goes to the webhook before it), rounded up to the second; null once delivered or dead-lettered, while the webhook is paused or ' +
+          'disabled (no attempt is due until it is enabled again), and without a delivery',
       ),
     ),
   },

@@ -286,6 +286,10 @@ describe('the freeze report follows each event', () => {
     const pause = (enabled: boolean) =>
       world.api('PATCH', `/v1/merchants/${merchantB.id}/webhook`, { token: merchantOwner, key: uniqueKey('pause'), body: { enabled, deliverMissed: true } });
     expect((await pause(false)).status).toBe(200);
+    // A delivery made before the pause waits through it: paused, with no next attempt (found from outside, bb137).
+    const earlier = await holdAt(agent.token, merchantB.offerId);
+    expect((await pause(true)).status).toBe(200);
+    expect((await pause(false)).status).toBe(200);
     target.receiver.answerWith(500);
     try {
       const frozen = await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, body: { releaseHolds: true } });
@@ -293,13 +297,16 @@ describe('the freeze report follows each event', () => {
       await world.gw.services.webhookWorker.runOnce();
       const report = async () =>
         new Map(
-          ((await world.api('GET', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken })).body.merchants as Array<{ merchantId: string; holdIds: string[]; webhook: string; lastAttemptAt: number | null }>).map(
+          ((await world.api('GET', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken })).body.merchants as Array<{ merchantId: string; holdIds: string[]; webhook: string; lastAttemptAt: number | null; nextAttemptAt: number | null }>).map(
             (m) => [m.merchantId, m],
           ),
         );
       const failing = await report();
       expect(failing.get(merchantA.id)).toMatchObject({ holdIds: [holdA], webhook: 'failing', lastAttemptAt: expect.any(Number) });
-      expect(failing.get(merchantB.id)).toMatchObject({ holdIds: [holdB], webhook: 'paused', lastAttemptAt: null });
+      expect(failing.get(merchantB.id)).toMatchObject({ holdIds: [holdB, earlier].sort(), webhook: 'paused', lastAttemptAt: null, nextAttemptAt: null });
+      const waiting = (await world.api('GET', `/v1/merchants/${merchantB.id}/webhook/deliveries?limit=100`, { token: merchantOwner })).body.deliveries as Array<{ state: string; nextAttemptAt: number | null }>;
+      expect(waiting.filter((d) => d.state === 'pending').map((d) => d.nextAttemptAt)).toEqual(waiting.filter((d) => d.state === 'pending').map(() => null));
+      expect(waiting.some((d) => d.state === 'pending')).toBe(true);
     } finally {
       target.receiver.answerWith(200);
     }
