@@ -402,10 +402,11 @@ export class PurchaseApprovals {
    * same state (found from outside: the owner's refusal had none), and which way an expired one lapsed.
    */
   private assertOpen(row: store.PurchaseApprovalRow, wanted: 'approved' | 'declined'): void {
-    const status = this.view(row).status;
-    if (isOpen(status)) return;
-    const refuse = (reason: 'approval_expired' | 'purchase_declined' | 'approval_used', detail: string) => new ApiError('conflict', { detail, extra: { reason, approvalId: row.id } });
-    switch (status) {
+    const approval = this.view(row);
+    if (isOpen(approval.status)) return;
+    const refuse = (reason: 'approval_expired' | 'purchase_declined' | 'approval_used', detail: string) =>
+      new ApiError('conflict', { detail, extra: { reason, approvalId: approval.id, intentId: approval.intentId, purchase: approval } });
+    switch (approval.status) {
       case 'expired':
         throw refuse(
           'approval_expired',

@@ -196,7 +196,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
         description:
           'The approval becomes `approved` (event `purchase.approved`): the agent\'s retry of the same request, with the same ' +
           `Idempotency-Key, takes the hold within ${PURCHASE_APPROVAL_LIFETIME_S / 60} minutes. Nothing is taken by the approval itself. Approving an approved ` +
-          'purchase again answers it unchanged; 409 conflict for a declined, expired or used one (`reason` purchase_declined, approval_expired or approval_used, as the agent\'s retry says, with `approvalId`), and for an agent that is frozen or ' +
+          'purchase again answers it unchanged; 409 conflict for a declined, expired or used one (`reason` purchase_declined, approval_expired or approval_used, with `approvalId`, `intentId` and `purchase`, as the agent\'s retry says), and for an agent that is frozen or ' +
           'retired, or below one (`reason` agent_frozen or agent_retired, `agentId`; the approval stays pending). Only a human owner session (H) may ' +
           'approve; a request with an `Origin` other than the gateway\'s is refused (403 forbidden). Idempotency-Key honoured when sent.',
         params: IdParams,
@@ -218,7 +218,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
         description:
           'A pending purchase, or an approved one the agent has not used yet (the approval withdrawn), becomes `declined` (event `purchase.declined`, `reason: declined`): the agent\'s retry of the request answers ' +
           '409 conflict (`reason: purchase_declined`), stored under its key, and nothing is taken; an execute\'s retained intent is ' +
-          'cancelled. Declining again answers it unchanged; 409 conflict for an expired or used one (`reason` approval_expired or approval_used, with `approvalId`). Idempotency-Key honoured when sent.',
+          'cancelled. Declining again answers it unchanged; 409 conflict for an expired or used one (`reason` approval_expired or approval_used, with `approvalId`, `intentId` and `purchase`). Idempotency-Key honoured when sent.',
         params: IdParams,
         body: EmptyBody,
         response: { 200: Type.Ref('PurchaseApproval'), ...problems(403, 404, 409) },

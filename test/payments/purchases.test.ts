@@ -167,6 +167,7 @@ describe('a purchase approval past its deadline', () => {
       for (const [answered, action] of [[unanswered, 'approve'], [approved, 'decline']] as const) {
         const late = await world.api('POST', `/v1/payments/purchases/${approvalIdOf(answered.body.approvalUrl)}/${action}`, { token: ownerToken, body: {} });
         expect([late.status, late.body.code, late.body.reason]).toEqual([409, 'conflict', 'approval_expired']);
+        expect(late.body).toMatchObject({ approvalId: late.body.purchase.id, purchase: { status: 'expired' } });
       }
     } finally {
       world.gw.clock.advance(-(PURCHASE_APPROVAL_LIFETIME_S + 1) * 1000);
