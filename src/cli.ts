@@ -198,7 +198,7 @@ export function buildCli(): Command {
       const config = configOrExit();
       const { openDatabase, embeddedDatabaseDir } = await import('./platform/db/open.ts');
       const { migrate, migrationName, MigrationError } = await import('./platform/db/migrate.ts');
-      const { isStorageUnavailable } = await import('./platform/db/faults.ts');
+      const { cannotOpenDatabase, isStorageUnavailable } = await import('./platform/db/faults.ts');
       // Progress on stderr, so that stdout stays the list of what was applied (found from outside: a first migrate of
       // the embedded database said nothing for about ten seconds).
       if (!config.databaseUrl) {
@@ -216,7 +216,7 @@ export function buildCli(): Command {
         // nothing listening) is this one line and not a stack trace from the first migration.
         await db.query('SELECT 1');
       } catch (error) {
-        process.stderr.write(`cannot open the database: ${(error as Error).message}\n`);
+        process.stderr.write(`${cannotOpenDatabase(error)}\n`);
         process.exit(2);
       }
       try {

@@ -10,6 +10,7 @@ import { OfferService } from '../offers/service.ts';
 import { configuredSecretBoxKey } from '../platform/secret-box.ts';
 import { schemaState, type SchemaState } from '../platform/db/migrate.ts';
 import { embeddedDatabaseDir, openDatabase } from '../platform/db/open.ts';
+import { cannotOpenDatabase } from '../platform/db/faults.ts';
 import { existsSync } from 'node:fs';
 import {
   configuredKid,
@@ -58,7 +59,7 @@ async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>)
   } catch (error) {
     // A gateway holding the embedded database is said by the error itself (stop it first); any other failure (a
     // directory of another user's, say) is not blamed on one (found from outside: the hint was given for both).
-    fail(`cannot open the database: ${(error as Error).message}`);
+    fail(cannotOpenDatabase(error));
   }
   // The keys need this release's schema, and a key command never migrates: run from a newer checkout, it would have
   // upgraded the schema under a running fleet, whose older instances then stop (found from outside: keys list did).

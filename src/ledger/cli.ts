@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { embeddedDatabaseDir, openDatabase } from '../platform/db/open.ts';
+import { cannotOpenDatabase } from '../platform/db/faults.ts';
 import { checkLedgerInvariants, INVARIANT_EXAMPLES_DEFAULT, LEDGER_INVARIANTS } from './invariants.ts';
 
 /** The most rows of a broken invariant --examples may ask for. */
@@ -38,7 +39,7 @@ export async function checkLedger(config: Config, options: { examples?: string }
   } catch (error) {
     // A gateway holding the embedded database is said by the error itself (stop it first); any other failure (a
     // directory of another user's, say) is not blamed on one (found from outside: the hint was given for both).
-    fail(`cannot open the database: ${(error as Error).message}`);
+    fail(cannotOpenDatabase(error));
   }
   process.stdout.write(`checking the ledger's ${LEDGER_INVARIANTS.length} invariants in ${where}, in one snapshot\n`);
   let broken = 0;

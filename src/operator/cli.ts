@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { GRANT_NOTE_CHARS_MAX, GRANT_PRIORITY_MAX, LedgerService, type Lot } from '../ledger/service.ts';
 import type { Config } from '../platform/config.ts';
 import { embeddedDatabaseDir } from '../platform/db/open.ts';
+import { cannotOpenDatabase } from '../platform/db/faults.ts';
 import { DatabaseInUseError } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import { IDEMPOTENCY_KEY_PATTERN } from '../platform/idempotency.ts';
@@ -125,7 +126,7 @@ async function grantInDatabase(config: Config, grant: Grant): Promise<void> {
           'Set ACG_BASE_URL (or PORT) to it and run this again, e.g. PORT=9090 npx acg credit grant …',
       );
     }
-    fail(`cannot open the database: ${(error as Error).message}`);
+    fail(cannotOpenDatabase(error));
   }
   try {
     const ledger = await ledgerFor(gateway);

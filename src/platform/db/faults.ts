@@ -240,3 +240,12 @@ export function connectionSettingsRefusal(error: unknown): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * The one line every command says when it cannot open the database: the settings' refusal named as `acg serve`
+ * names it (a certificate, a role, a database), or the failure's own words (found from outside: `acg credit check`
+ * said only "the database is unavailable (UNABLE_TO_VERIFY_LEAF_SIGNATURE)" where `acg serve` named the CA).
+ */
+export function cannotOpenDatabase(error: unknown): string {
+  return connectionSettingsRefusal(error) ?? `cannot open the database: ${error instanceof Error ? error.message : String(error)}`;
+}

@@ -134,4 +134,19 @@ describe.runIf(runHere && scratchPostgresAvailable && opensslAvailable)('Postgre
     ]);
     expect(result.stdout + result.stderr).not.toContain(PASSWORD);
   }, 30_000);
+
+  // Found from outside (bb137): the operator's commands said only "the database is unavailable (UNABLE_TO_VERIFY_LEAF_SIGNATURE)".
+  it('every acg command that opens the database names the refused certificate as acg serve does', async () => {
+    const env = { ...process.env, ACG_DATA_DIR: dataDir, DATABASE_URL: urlTo('127.0.0.1', otherCa), LOG_LEVEL: 'silent', NODE_NO_WARNINGS: '1' };
+    for (const command of [['credit', 'check'], ['migrate'], ['keys', 'list']]) {
+      const result = await new Promise<{ code: number | null; output: string }>((resolve) => {
+        execFile(process.execPath, [path.resolve('bin/acg.js'), ...command], { env, timeout: 30_000 }, (error, stdout, stderr) =>
+          resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, output: stdout + stderr }),
+        );
+      });
+      expect([command.join(' '), result.code]).toEqual([command.join(' '), 2]);
+      expect(result.output).toContain("cannot open the database: the server's TLS certificate is not trusted");
+      expect(result.output).not.toContain(PASSWORD);
+    }
+  }, 60_000);
 });
