@@ -157,6 +157,9 @@ function Ready({ settings, auth, api, owner, onSignedOut }: { settings: Settings
   const first = useRef(true);
   const [confirming, setConfirming] = useState<{ purpose: string; resolve: (session: string) => void; reject: (error: Error) => void } | undefined>();
   const human = useRef<{ session: string; expiresAtMs: number } | undefined>(undefined);
+  // The frame's one polite live region (`announce`): what a page says without moving the focus. The count makes the
+  // same words said twice a change a screen reader hears again (a second failed Refresh).
+  const [announced, setAnnounced] = useState({ text: '', count: 0 });
 
   const context = useMemo<Console>(
     () => ({
@@ -172,6 +175,7 @@ function Ready({ settings, auth, api, owner, onSignedOut }: { settings: Settings
       forgetHumanSession: () => {
         human.current = undefined;
       },
+      announce: (text) => setAnnounced((previous) => ({ text, count: previous.count + 1 })),
     }),
     [settings, auth, api, owner],
   );
@@ -182,6 +186,7 @@ function Ready({ settings, auth, api, owner, onSignedOut }: { settings: Settings
       return;
     }
     document.querySelector<HTMLElement>('main h1')?.focus();
+    setAnnounced((previous) => ({ text: '', count: previous.count }));
   }, [path]);
 
   const [signOutProblem, setSignOutProblem] = useState('');
@@ -239,6 +244,10 @@ function Ready({ settings, auth, api, owner, onSignedOut }: { settings: Settings
       <main id="main" onClick={followLink}>
         <Page path={path} />
       </main>
+      <p class="visually-hidden" role="status" id="announced">
+        {announced.text}
+        {announced.count % 2 === 1 ? '\u00a0' : ''}
+      </p>
       <HumanConfirmation
         request={confirming}
         settings={settings}

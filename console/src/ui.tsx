@@ -18,6 +18,8 @@ export interface Console {
   humanSession(purpose: string): Promise<string>;
   /** Forgets the human session (it was refused). */
   forgetHumanSession(): void;
+  /** Says `text` once through the frame's polite live region, without moving the focus (`PageHead`). */
+  announce(text: string): void;
 }
 
 export const ConsoleContext = createContext<Console | undefined>(undefined);
@@ -210,14 +212,65 @@ export function Outcome({ action }: { action: Pick<Action, 'error' | 'notice' | 
 
 /**
  * Why a read failed; `stale` when the page still shows an earlier answer under it, which it then says may no longer be
- * true (found from outside: a failed Refresh of Approvals read "Nothing waits for you" while a purchase waited).
+ * true (found from outside: a failed Refresh of Approvals read "Nothing waits for you" while a purchase waited). Only
+ * shown, never announced here: one outage failed every card's and section's read at once, and as many alerts said the
+ * same sentence (found from outside: 5 on a list of 4 agents). The page's failure is said once, by `PageHead`;
+ * `alert` for a read the person asked for alone (a delivery's attempts).
  */
-export function LoadError({ error, stale = false }: { error: unknown; stale?: boolean }) {
+export function LoadError({ error, stale = false, alert = false }: { error: unknown; stale?: boolean; alert?: boolean }) {
   return error === undefined ? null : (
-    <p class="error" role="alert">
-      {describe(error)}
-      {stale ? ' What this page shows below was read before, and may no longer be true: Refresh once the gateway answers.' : null}
+    <p class="error" role={alert ? 'alert' : undefined}>
+      {loadErrorText(error, stale)}
     </p>
+  );
+}
+
+function loadErrorText(error: unknown, stale: boolean): string {
+  return `${describe(error)}${stale ? ' What this page shows below was read before, and may no longer be true: Refresh once the gateway answers.' : ''}`;
+}
+
+/**
+ * The head of a page: its title, its Refresh, and why its reads failed. When the page's reads end, their outcome is
+ * said once through the frame's live region (`announce`): a failure always, "Updated." when the person asked with
+ * Refresh. Refresh is not disabled while it reads, as a focused button that is disabled drops the focus to the body
+ * (found from outside: after every Refresh a screen reader's place was lost, and nothing said it was done).
+ */
+export function PageHead({ title, heading, loads, onRefresh, children }: { title: string; heading?: ComponentChildren; loads: readonly Loaded<unknown>[]; onRefresh?: () => void; children?: ComponentChildren }) {
+  const { announce } = useConsole();
+  const loading = loads.some((load) => load.loading);
+  const failed = loads.find((load) => load.error !== undefined);
+  const stale = loads.some((load) => load.stale);
+  const asked = useRef(false);
+  const wasLoading = useRef(loading);
+  useEffect(() => {
+    const ended = wasLoading.current && !loading;
+    wasLoading.current = loading;
+    if (!ended) return;
+    if (failed !== undefined) announce(`${asked.current ? 'Not updated: ' : ''}${loadErrorText(failed.error, stale)}`);
+    else if (asked.current) announce('Updated.');
+    asked.current = false;
+  }, [loading]);
+  return (
+    <>
+      <div class="page-head">
+        <PageTitle title={title}>{heading ?? title}</PageTitle>
+        {children}
+        {onRefresh ? (
+          <button
+            type="button"
+            aria-busy={loading}
+            onClick={() => {
+              if (loading) return;
+              asked.current = true;
+              onRefresh();
+            }}
+          >
+            Refresh
+          </button>
+        ) : null}
+      </div>
+      {failed !== undefined ? <LoadError error={failed.error} stale={stale} /> : null}
+    </>
   );
 }
 

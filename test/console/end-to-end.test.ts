@@ -454,13 +454,14 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.context().setOffline(true);
     try {
       await page.getByRole('button', { name: 'Refresh' }).click();
-      await page.getByRole('alert').first().getByText('may no longer be true', { exact: false }).waitFor();
+      await page.locator('p.error').getByText('may no longer be true', { exact: false }).waitFor();
     } finally {
       await page.context().setOffline(false);
     }
     await page.getByRole('button', { name: 'Refresh' }).click();
     await page.getByRole('heading', { name: 'Top-up for Scout' }).waitFor();
-    expect(await page.getByText('may no longer be true', { exact: false }).count()).toBe(0);
+    // (Once both lists are read, the frame's live region says "Updated." in place of the failure.)
+    await expect.poll(() => page.getByText('may no longer be true', { exact: false }).count()).toBe(0);
     await page.getByRole('button', { name: 'Decline the top-up for Scout (100.00 credits)' }).click();
     const dialog = page.getByRole('dialog', { name: 'Confirm it is you' });
     if (await dialog.isVisible()) {
@@ -468,6 +469,50 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
       await dialog.getByRole('button', { name: 'Confirm' }).click();
     }
     await page.getByText('Declined the top-up of Scout.').waitFor();
+  });
+
+  it('keeps the focus on Refresh and says its outcome once, through the frame, not once per card (found from outside: focus fell to the body, and one outage was 5 alerts)', async () => {
+    const announced = page.locator('#announced');
+    const refreshByKeyboard = async () => {
+      await page.getByRole('button', { name: 'Refresh' }).focus();
+      await page.keyboard.press('Enter');
+    };
+    for (const [link, heading] of [['Agents', 'Agents'], ['Approvals', 'Approvals'], ['Spending', 'Spending over the last 30 days']] as const) {
+      await nav(link);
+      await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+      await expect.poll(() => page.getByRole('button', { name: 'Refresh' }).getAttribute('aria-busy')).toBe('false');
+      await refreshByKeyboard();
+      await expect.poll(() => announced.textContent()).toMatch(/^Updated\.\s?$/);
+      expect(await focused(page)).toBe('Refresh');
+    }
+    await nav('Agents');
+    await page.locator('li.card.agent').first().locator('dl.figures').waitFor();
+    await page.context().setOffline(true);
+    try {
+      await refreshByKeyboard();
+      await expect.poll(() => announced.textContent()).toMatch(/^Not updated: The gateway could not be reached\. .*may no longer be true/);
+      expect(await focused(page)).toBe('Refresh');
+      // Said again the second time, though its words are the same.
+      const first = await announced.textContent();
+      await expect.poll(() => page.getByRole('button', { name: 'Refresh' }).getAttribute('aria-busy')).toBe('false');
+      await refreshByKeyboard();
+      await expect.poll(() => announced.textContent()).not.toBe(first);
+      expect(await announced.textContent()).toMatch(/^Not updated: The gateway could not be reached\./);
+      expect(await focused(page)).toBe('Refresh');
+      await expect.poll(() => page.locator('li.card.agent p.error').count()).toBeGreaterThan(0);
+      // One announcement for the page (the frame's), none per card.
+      expect(await page.getByRole('alert').count()).toBe(0);
+      expect(await page.locator('[role=status]', { hasText: 'could not be reached' }).count()).toBe(1);
+    } finally {
+      await page.context().setOffline(false);
+    }
+    await refreshByKeyboard();
+    await expect.poll(() => announced.textContent()).toMatch(/^Updated\./);
+    expect(await page.locator('p.error', { hasText: 'could not be reached' }).count()).toBe(0);
+    // A new page starts with nothing said.
+    await nav('Approvals');
+    await page.getByRole('heading', { name: 'Approvals', level: 1 }).waitFor();
+    await expect.poll(() => announced.textContent()).toMatch(/^\s*$/);
   });
 
   it('says on the agent page the rules in force its form does not edit: the rolling cap and the allowed services (found from outside: they refused purchases with no reason shown)', async () => {

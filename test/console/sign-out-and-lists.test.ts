@@ -297,7 +297,9 @@ describe.runIf(hasChromium && !onPostgres())('the owner console (found from outs
     await expect.poll(() => held.length).toBe(1);
     await hung.clock.fastForward('00:31');
     // (The cards' own reads, queued behind the held one, are given up by the same jump of the clock: the first is the list's.)
-    await hung.getByRole('alert').getByText('The gateway did not answer within 30 seconds. Try again; an action sent again is done at most once.').first().waitFor();
+    // Said once, by the frame's live region; shown on the page.
+    await hung.locator('p.error').getByText('The gateway did not answer within 30 seconds. Try again; an action sent again is done at most once.').first().waitFor();
+    await expect.poll(() => hung.locator('#announced').textContent()).toMatch(/^Not updated: The gateway did not answer within 30 seconds\./);
     expect(await hung.getByRole('button', { name: 'Refresh' }).isEnabled()).toBe(true);
     for (const route of held) await route.abort().catch(() => undefined);
     await hung.close();

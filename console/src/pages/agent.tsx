@@ -5,7 +5,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiProblem, ok, newKey, type Schemas } from '../api.ts';
 import { credits, creditsInput, parseCredits } from '../money.ts';
 import { verifyReceipt, type Verification } from '../receipt.ts';
-import { Amount, BudgetBar, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
+import { Amount, BudgetBar, LoadError, Outcome, PageHead, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
 import { FreezeButton, MandateWindow, StatusBadge, TreeFunds, treeLabel } from './agents.tsx';
 import { takeKept, useLeaveGuard } from '../router.ts';
 import { MerchantPicker, merchantIdOf, useKnownMerchants, type KnownMerchant } from './merchant-picker.tsx';
@@ -875,14 +875,9 @@ export function AgentPage({ id }: { id: string }) {
       <p class="crumbs">
         <a href="/console">Agents</a> /
       </p>
-      <div class="page-head">
-        <PageTitle title={name}>{name}</PageTitle>
+      <PageHead title={name} loads={[agent, figures]} onRefresh={refresh}>
         {agent.data ? <StatusBadge agent={agent.data} /> : null}
-        <button type="button" onClick={refresh} disabled={figures.loading}>
-          Refresh
-        </button>
-      </div>
-      <LoadError error={agent.error ?? figures.error} stale={agent.stale || figures.stale} />
+      </PageHead>
       {agent.data ? (
         <p>
           <code class="muted">{agent.data.id}</code> · identity <code>{agent.data.identity.subject}</code> at <code>{agent.data.identity.issuer}</code>

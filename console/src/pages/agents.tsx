@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { ApiProblem, ok, newKey, type Api, type Schemas } from '../api.ts';
 import { credits } from '../money.ts';
-import { Amount, BudgetBar, ConfirmButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
+import { Amount, BudgetBar, ConfirmButton, LoadError, Outcome, PageHead, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
 
 type Agent = Schemas['Agent'];
 
@@ -282,19 +282,13 @@ export function AgentsPage() {
   const registeredFurther = registered !== undefined && !agents.loading && agents.data?.hasMore === true && !items.some((agent) => agent.id === registered.id);
   return (
     <>
-      <div class="page-head">
-        <PageTitle title="Agents">Agents</PageTitle>
-        <button type="button" onClick={refresh} disabled={agents.loading}>
-          Refresh
-        </button>
-      </div>
+      <PageHead title="Agents" loads={[agents]} onRefresh={refresh} />
       <RegisterAgent
         onRegistered={(agent) => {
           setRegistered(agent);
           agents.reload();
         }}
       />
-      <LoadError error={agents.error} stale={agents.stale} />
       {registeredFurther ? (
         <p class="notice" role="status">
           {registered.name} is further down the list, after the {items.length} agents shown: show more agents below to reach it.

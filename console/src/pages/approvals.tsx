@@ -5,7 +5,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiProblem, HumanSessionRequired, humanApi, newKey, ok, type Schemas } from '../api.ts';
 import { credits, dollars } from '../money.ts';
-import { LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
+import { Outcome, PageHead, useAction, useConsole, useLoad, When } from '../ui.tsx';
 
 type Approval = Schemas['OwnerApproval'];
 type Verb = 'approve' | 'decline';
@@ -224,17 +224,11 @@ export function ApprovalsPage() {
   }, [answeredAt, approvals.data, approvals.loading]);
   return (
     <>
-      <div class="page-head">
-        <PageTitle title="Approvals">Approvals</PageTitle>
-        <button type="button" onClick={reload} disabled={approvals.loading || standing.loading}>
-          Refresh
-        </button>
-      </div>
+      <PageHead title="Approvals" loads={[approvals, standing]} onRefresh={reload} />
       <p class="muted">Top-ups and purchases above an agent's approval threshold wait here for your answer.</p>
       <p class="notice" role="status" tabIndex={-1} ref={saidRef}>
         {said}
       </p>
-      <LoadError error={approvals.error} stale={approvals.stale} />
       {approvals.data ? (
         approvals.data.approvals.length === 0 ? (
           <p>Nothing waits for you.</p>
@@ -255,7 +249,6 @@ export function ApprovalsPage() {
         )
       ) : null}
       {approvals.data?.hasMore ? <p class="muted">Only the first 100 waiting are shown: answer some, then Refresh, to see the rest.</p> : null}
-      <LoadError error={standing.error} stale={standing.stale} />
       {standing.data && standing.data.approvals.length > 0 ? (
         <section aria-labelledby="standing-title">
           <h2 id="standing-title">Approved, not used yet</h2>

@@ -5,7 +5,7 @@ import { useState } from 'preact/hooks';
 import { useLeaveGuard } from '../router.ts';
 import { ok, newKey, type Schemas } from '../api.ts';
 import { parseCredits } from '../money.ts';
-import { Amount, ConfirmButton, CopyButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When, type Paged } from '../ui.tsx';
+import { Amount, ConfirmButton, CopyButton, LoadError, Outcome, PageHead, ShowMore, useAction, useConsole, useLoad, usePages, When, type Paged } from '../ui.tsx';
 
 type KeyScope = Schemas['ApiKeyMetadata']['scopes'][number];
 /** Merchants and a merchant's offers per page; "Show more" reaches the rest. */
@@ -114,19 +114,13 @@ export function MerchantsPage() {
   const [registered, setRegistered] = useState<Schemas['Merchant'] | undefined>();
   return (
     <>
-      <div class="page-head">
-        <PageTitle title="Merchants">Merchants</PageTitle>
-        <button type="button" onClick={merchants.reload} disabled={merchants.loading}>
-          Refresh
-        </button>
-      </div>
+      <PageHead title="Merchants" loads={[merchants]} onRefresh={merchants.reload} />
       <RegisterMerchant
         onRegistered={(merchant) => {
           setRegistered(merchant);
           merchants.reload();
         }}
       />
-      <LoadError error={merchants.error} stale={merchants.stale} />
       <FurtherDown list={merchants} added={registered} what="merchants" />
       {merchants.data ? (
         merchants.data.items.length === 0 ? (
@@ -409,7 +403,7 @@ function Offers({ merchantId }: { merchantId: string }) {
 /** A delivery's attempts, read when asked. */
 function Attempts({ load }: { load: () => Promise<{ attempts: Schemas['WebhookAttempt'][] }> }) {
   const attempts = useLoad(load, []);
-  if (attempts.error) return <LoadError error={attempts.error} />;
+  if (attempts.error) return <LoadError error={attempts.error} alert />;
   if (!attempts.data) return <p class="muted">Loading…</p>;
   if (attempts.data.attempts.length === 0) return <p class="muted">No attempt yet.</p>;
   return (
@@ -584,8 +578,7 @@ export function MerchantPage({ id }: { id: string }) {
       <p class="crumbs">
         <a href="/console/merchants">Merchants</a> /
       </p>
-      <PageTitle title={name}>{name}</PageTitle>
-      <LoadError error={merchant.error ?? earnings.error} stale={merchant.stale || earnings.stale} />
+      <PageHead title={name} loads={[merchant, earnings]} />
       {merchant.data ? (
         <>
           <p>

@@ -4,7 +4,7 @@ import { useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ok } from '../api.ts';
 import { fractionOf, valueAxis } from '../chart.ts';
 import { credits } from '../money.ts';
-import { LoadError, PageTitle, useConsole, useLoad } from '../ui.tsx';
+import { PageHead, useConsole, useLoad } from '../ui.tsx';
 
 type Spending = Awaited<ReturnType<typeof loadSpending>>;
 
@@ -99,14 +99,8 @@ export function SpendingPage() {
   const spending = useLoad(() => loadSpending(api), []);
   return (
     <>
-      <div class="page-head">
-        <PageTitle title="Spending">Spending over the last 30 days</PageTitle>
-        <button type="button" onClick={spending.reload} disabled={spending.loading}>
-          Refresh
-        </button>
-      </div>
+      <PageHead title="Spending" heading="Spending over the last 30 days" loads={[spending]} onRefresh={spending.reload} />
       <p class="muted">Per agent and per UTC day of the purchase: what is held, plus what was captured less what was refunded (as budgets count it).</p>
-      <LoadError error={spending.error} stale={spending.stale} />
       {spending.data ? (
         spending.data.agents.length === 0 ? (
           <p>No spending in the last 30 days.</p>

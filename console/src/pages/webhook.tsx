@@ -3,7 +3,7 @@
 // re-send, each list a page at a time, newest first, with its older pages on request.
 import { useState } from 'preact/hooks';
 import { ok, newKey } from '../api.ts';
-import { ConfirmButton, CopyButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When, whenText } from '../ui.tsx';
+import { ConfirmButton, CopyButton, Outcome, PageHead, ShowMore, useAction, useConsole, useLoad, usePages, When, whenText } from '../ui.tsx';
 import { Deliveries, DELIVERIES_PAGE } from './merchants.tsx';
 import { useLeaveGuard } from '../router.ts';
 
@@ -67,13 +67,7 @@ export function OwnerWebhookPage() {
     });
   return (
     <>
-      <div class="page-head">
-        <PageTitle title="Owner webhook">Owner webhook</PageTitle>
-        <button type="button" onClick={reload} disabled={configured.loading || events.loading || deliveries.loading}>
-          Refresh
-        </button>
-      </div>
-      <LoadError error={configured.error ?? events.error ?? deliveries.error} stale={configured.stale || events.stale || deliveries.stale} />
+      <PageHead title="Owner webhook" loads={[configured, events, deliveries]} onRefresh={reload} />
       {secret ? (
         <div class="secret" role="status">
           <p>
