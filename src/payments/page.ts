@@ -40,7 +40,7 @@ button,a.button{display:inline-block;margin:.6rem .6rem 0 0;padding:.5rem 1rem;f
 // Signs in, reads the top-up or the purchase (and the top-up's intent), then approves or declines through the API.
 const SCRIPT = `(() => {
   const root = document.getElementById('approval');
-  const status = document.getElementById('status');
+  let status = document.getElementById('status');
   const services = JSON.parse(root.dataset.services);
   const kind = root.dataset.kind;
   const noun = kind === 'topup' ? 'top-up' : 'purchase';
@@ -48,8 +48,20 @@ const SCRIPT = `(() => {
   const byId = (id) => document.getElementById(id);
   const show = (id, on) => { byId(id).hidden = !on; };
   const text = (id, value) => { byId(id).textContent = value; };
-  // tone: 'ok' (success colour), 'error' (error colour) or '' (plain).
-  const say = (value, tone) => { status.textContent = value; status.className = tone; };
+  // tone: 'ok' (success colour), 'error' (error colour) or '' (plain). A refusal is an alert, the rest a status (found
+  // from outside: "Not done: …" was said only politely); a live region's role is read when it appears, so the element
+  // is replaced by one of the other role rather than changed.
+  const say = (value, tone) => {
+    const role = tone === 'error' ? 'alert' : 'status';
+    if (status.getAttribute('role') !== role) {
+      const next = status.cloneNode(false);
+      next.setAttribute('role', role);
+      status.replaceWith(next);
+      status = next;
+    }
+    status.textContent = value;
+    status.className = tone;
+  };
   const TONE = { settled: 'ok', approved: 'ok', used: 'ok', failed: 'error' };
   const json = async (response) => { try { return await response.json(); } catch { return {}; } };
   // An exact decimal of an integer amount, its whole part grouped by thousands: µc → credits (6 places) or dollars
@@ -190,6 +202,7 @@ const SCRIPT = `(() => {
         await load();
         for (const b of document.querySelectorAll('button')) b.disabled = false;
         say('Not ' + was + ': the purchase for ' + shownName + ' was ' + current.status + " meanwhile (in another tab, in the console, or by the agent's retry). It is shown as it is now.", 'error');
+        focusOutcome();
         return;
       }
     }
@@ -201,6 +214,7 @@ const SCRIPT = `(() => {
       token = '';
       show('signin', true);
       say('Your sign-in has lapsed: sign in again, then ' + verb + ' the ' + noun + '.', 'error');
+      focusOutcome();
       return;
     }
     if (!response.ok) {
@@ -208,12 +222,14 @@ const SCRIPT = `(() => {
       const reason = 'Not done: ' + (body.detail || body.title || response.status);
       await load();
       say(reason, 'error');
+      focusOutcome();
       return;
     }
     await load();
     focusOutcome();
   };
-  // The button that had focus is hidden once the answer shows: focus goes to what was said (found from outside: to <body>).
+  // The button that had focus is disabled while the answer is sent and hidden once it shows: focus goes to what was
+  // said, a refusal too (found from outside: to <body>).
   const focusOutcome = () => (status.textContent ? status : byId('details')).focus();
   byId('approve').addEventListener('click', () => act('approve'));
   byId('decline').addEventListener('click', () => act('decline'));

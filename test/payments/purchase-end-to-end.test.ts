@@ -248,6 +248,7 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
       await page.locator('#signin').waitFor({ state: 'hidden', timeout: 15_000 });
       await page.locator('#approve').click();
       await page.locator('#status', { hasText: 'This purchase is approved.' }).waitFor({ timeout: 15_000 });
+      expect(await page.locator('#status').getAttribute('role')).toBe('status');
     });
 
     // Declined elsewhere while the page showed it pending: approving is refused, and the page shows it declined.
@@ -257,6 +258,9 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
       expect(declined.status).toBe(200);
       await page.locator('#approve').click();
       await page.locator('#status', { hasText: /^Not done: / }).waitFor({ timeout: 15_000 });
+      // A refusal is an alert and has the focus, which the hidden Approve had (found from outside: on <body>, said politely).
+      expect(await page.locator('#status').getAttribute('role')).toBe('alert');
+      expect(await page.evaluate(() => document.activeElement?.id)).toBe('status');
       await expect(page.locator('#state').textContent()).resolves.toBe('declined');
       expect(await page.locator('#approve').isHidden()).toBe(true);
     });
