@@ -630,6 +630,15 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await nav('Approvals');
     await page.reload();
     await expect.poll(() => page.getByRole('heading', { name: 'Top-up for Scout' }).count()).toBe(2);
+    // Two cards alike: their buttons' names say when each was asked, and which it is (asked the same minute), so a
+    // screen reader's list of buttons tells them apart (found from outside: word for word the same).
+    const alike = page.getByRole('button', { name: /^Decline the top-up for Scout \(100\.00 credits, asked .+, top_/ });
+    await expect.poll(() => alike.count()).toBe(2);
+    expect(new Set(await alike.evaluateAll((buttons) => buttons.map((button) => button.getAttribute('aria-label')))).size).toBe(2);
+    // What is drawn stays as it was.
+    expect(await alike.first().textContent()).toBe('Decline the top-up for Scout (100.00 credits)');
+    const links = page.getByRole('link', { name: /^Open its approval page: the top-up for Scout \(100\.00 credits, asked / });
+    await expect.poll(() => links.count()).toBe(2);
     const dialog = page.getByRole('dialog', { name: 'Confirm it is you' });
     const confirmIfAsked = async (done: ReturnType<Page['getByText']>) => {
       await dialog.or(done).first().waitFor();

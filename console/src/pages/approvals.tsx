@@ -5,7 +5,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiProblem, HumanSessionRequired, humanApi, newKey, ok, type Schemas } from '../api.ts';
 import { credits, dollars } from '../money.ts';
-import { Outcome, PageHead, useAction, useConsole, useLoad, When } from '../ui.tsx';
+import { Outcome, PageHead, useAction, useConsole, useLoad, When, whenText } from '../ui.tsx';
 
 type Approval = Schemas['OwnerApproval'];
 type Verb = 'approve' | 'decline';
@@ -18,7 +18,27 @@ const REASON_BY: Record<NonNullable<Approval['requestedBy']>, string> = {
   gateway: "Reason, in the gateway's words (the gateway asked for this top-up when the agent's credit fell short)",
 };
 
-function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered: (said: string) => void }) {
+/** What a card's buttons name it by: its kind, agent, amount and merchant (`which`). */
+const likeness = (approval: Approval) => `${approval.kind}:${approval.agentId}:${approval.amountUc}:${approval.merchant?.id ?? ''}`;
+
+/**
+ * What tells each card of a list apart from another one alike (same kind, agent, amount and merchant: two purchases
+ * of one offer), for its buttons' names: when it was asked, and its id when that is the same minute too (found from
+ * outside: two cards' headings and buttons read word for word the same). Nothing for a card unlike the others.
+ */
+export function apartBy(approvals: readonly Approval[]): Map<string, string> {
+  const apart = new Map<string, string>();
+  for (const approval of approvals) {
+    const alike = approvals.filter((other) => other !== approval && likeness(other) === likeness(approval));
+    if (alike.length === 0) continue;
+    const asked = whenText(approval.createdAt, true);
+    const sameMinute = alike.some((other) => whenText(other.createdAt, true) === asked);
+    apart.set(approval.id, `, asked ${asked}${sameMinute ? `, ${approval.id}` : ''}`);
+  }
+  return apart;
+}
+
+function ApprovalCard({ approval, apart = '', onAnswered }: { approval: Approval; apart?: string; onAnswered: (said: string) => void }) {
   const { humanSession, forgetHumanSession } = useConsole();
   const action = useAction();
   const what = approval.kind === 'topup' ? 'top-up' : 'purchase';
@@ -28,6 +48,10 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
   // In each button's name, so that two cards of one agent are told apart by a screen reader's list of buttons or a
   // spoken command (found from outside: "Approve the purchase for Owl" twice).
   const which = `${credits(approval.amountUc)} credits${approval.merchant ? ` at ${approval.merchant.name}` : ''}`;
+  // `apart` only where another card is alike, and only in the names a screen reader says: what a sighted person reads
+  // in the card's "Asked". Each name begins with the button's visible words (WCAG 2.5.3, label in name).
+  const verbs = { approve: `Approve the ${what}`, decline: standing ? 'Withdraw the approval' : `Decline the ${what}` };
+  const named = (verb: Verb) => (apart ? `${verbs[verb]} for ${approval.agentName} (${which}${apart})` : undefined);
   const answer = (verb: Verb) =>
     action.run(async () => {
       let said: string | undefined;
@@ -184,15 +208,18 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
             class="primary"
             disabled={action.busy || refused}
             aria-describedby={refused ? `stopped-${approval.id}` : undefined}
+            aria-label={named('approve')}
             onClick={() => answer('approve')}
           >
-            Approve the {what} for {approval.agentName} ({which})
+            {verbs.approve} for {approval.agentName} ({which})
           </button>
         )}{' '}
-        <button type="button" disabled={action.busy} onClick={() => answer('decline')}>
-          {standing ? 'Withdraw the approval' : `Decline the ${what}`} for {approval.agentName} ({which})
+        <button type="button" disabled={action.busy} aria-label={named('decline')} onClick={() => answer('decline')}>
+          {verbs.decline} for {approval.agentName} ({which})
         </button>{' '}
-        <a href={approval.approvalUrl}>Open its approval page</a>
+        <a href={approval.approvalUrl} aria-label={`Open its approval page: the ${what} for ${approval.agentName} (${which}${apart})`}>
+          Open its approval page
+        </a>
       </p>
       <Outcome action={action} />
     </li>
@@ -222,6 +249,8 @@ export function ApprovalsPage() {
     (headings[Math.min(answeredAt.index, headings.length - 1)] ?? saidRef.current)?.focus();
     setAnsweredAt(undefined);
   }, [answeredAt, approvals.data, approvals.loading]);
+  const pendingApart = apartBy(approvals.data?.approvals ?? []);
+  const standingApart = apartBy(standing.data?.approvals ?? []);
   return (
     <>
       <PageHead title="Approvals" loads={[approvals, standing]} onRefresh={reload} />
@@ -238,6 +267,7 @@ export function ApprovalsPage() {
               <ApprovalCard
                 key={`${approval.kind}:${approval.id}`}
                 approval={approval}
+                apart={pendingApart.get(approval.id)}
                 onAnswered={(message) => {
                   setSaid(message);
                   setAnsweredAt({ index, listBefore: approvals.data });
@@ -258,6 +288,7 @@ export function ApprovalsPage() {
               <ApprovalCard
                 key={`approved:${approval.id}`}
                 approval={approval}
+                apart={standingApart.get(approval.id)}
                 onAnswered={(message) => {
                   setSaid(message);
                   saidRef.current?.focus();
