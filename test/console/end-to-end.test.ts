@@ -166,6 +166,14 @@ async function pressByKeyboard(target: Page, name: string): Promise<void> {
   throw new Error(`Tab never reached "${name}"`);
 }
 
+/** How many lines each element's text is drawn on (runs in the page, for `evaluateAll`). */
+const lineCounts = (elements: Element[]): number[] =>
+  elements.map((element) => {
+    const range = document.createRange();
+    range.selectNodeContents(element);
+    return new Set([...range.getClientRects()].filter((rect) => rect.width > 0).map((rect) => Math.round(rect.top))).size;
+  });
+
 /** The text of the focused element, or `<body>` when the focus fell to the page's body. */
 const focused = (target: Page) => target.evaluate(() => (document.activeElement === document.body ? '<body>' : (document.activeElement?.textContent ?? '').trim()));
 
@@ -738,6 +746,11 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await nav('Spending');
     await page.getByText('Scout: 0.60 credits').first().waitFor();
     expect((await api('GET', '/v1/owner/spending?days=30', owner)).body.agents[0].totalUc).toBe('600000');
+    // Its figures' table says their unit (found from outside: bare "0.60" under the agent's name, and no caption).
+    // (In a closed <details>: hidden until opened.)
+    const figures = page.getByRole('table', { name: 'Credits spent per agent and UTC day', includeHidden: true });
+    expect(await figures.locator('caption').count()).toBe(1);
+    expect(await figures.getByRole('columnheader', { name: 'Scout (credits)', exact: true, includeHidden: true }).count()).toBe(1);
     // The chart is drawn at the width it is shown at, so its 12-unit labels are 12 px on a phone too (found from
     // outside: drawn at 720 and scaled down, they were about 6 px at 375 px).
     const labelPx = () => page.locator('.chart svg[role="img"] text').first().evaluate((text: SVGTextElement) => text.getBoundingClientRect().height);
@@ -749,6 +762,15 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
       await page.setViewportSize({ width: 320, height: 640 });
       await nav('Agents');
       await page.getByRole('meter').first().waitFor();
+      expect(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth)).toBe(true);
+      // An amount in a table is one line, and a heading of it not cut inside its word; the table scrolls in its own
+      // box, not the page (found from outside: "1,200.00 credits" over five lines, "S/ou/rce").
+      await page.getByRole('link', { name: 'Scout', exact: true }).click();
+      const lots = page.getByRole('region', { name: 'Credit lots' });
+      await lots.locator('td .amount').first().waitFor();
+      const counts = await lots.locator('td .amount, th').evaluateAll(lineCounts);
+      expect(counts.length).toBeGreaterThan(6);
+      expect(counts.filter((lines) => lines !== 1)).toEqual([]);
       expect(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth)).toBe(true);
     } finally {
       await page.setViewportSize({ width: 1280, height: 900 });
@@ -1080,6 +1102,15 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     // An event of before the webhook existed has no delivery: its row sends it (found from outside: no way to, in the console).
     const never = eventIds[1]!;
     expect((await gw.gateway.db.query('SELECT 1 FROM webhook_deliveries WHERE event_id = $1', [never])).rows).toEqual([]);
+    // At 320 px its label is one word on one line, and the page does not scroll sideways (found from outside: "S/e/n/d").
+    try {
+      await page.setViewportSize({ width: 320, height: 640 });
+      expect(await events.getByRole('button', { name: `Send budget.threshold ${never} to the webhook` }).evaluateAll(lineCounts)).toEqual([1]);
+      expect(await events.locator('thead th').evaluateAll(lineCounts)).toEqual([1, 1, 1, 1]);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth)).toBe(true);
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
     await events.getByRole('button', { name: `Send budget.threshold ${never} to the webhook` }).click();
     await events.getByText(`Queued to be sent: ${never}`, { exact: false }).waitFor();
     expect((await gw.gateway.db.query('SELECT 1 FROM webhook_deliveries WHERE event_id = $1', [never])).rows).toHaveLength(1);

@@ -666,38 +666,40 @@ function Lots({ agentId, tick }: { agentId: string; tick: number }) {
   if (lots.data.items.length === 0) return <p class="muted">No credit yet.</p>;
   return (
     <>
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">Lot</th>
-            <th scope="col">Source</th>
-            <th scope="col">Granted</th>
-            <th scope="col">Remaining</th>
-            <th scope="col">Status</th>
-            <th scope="col">Expires</th>
-          </tr>
-        </thead>
-        <tbody>
-          {lots.data.items.map((lot) => (
+      <div class="table-scroll">
+        <table>
+          <thead>
             <tr>
-              <td>
-                <code>{lot.id}</code>
-              </td>
-              <td>{lot.source}</td>
-              <td>
-                <Amount uc={lot.grantedUc} />
-              </td>
-              <td>
-                <Amount uc={lot.remainingUc} />
-              </td>
-              <td>{lot.status}</td>
-              <td>
-                <When s={lot.expiresAt} />
-              </td>
+              <th scope="col">Lot</th>
+              <th scope="col">Source</th>
+              <th scope="col">Granted</th>
+              <th scope="col">Remaining</th>
+              <th scope="col">Status</th>
+              <th scope="col">Expires</th>
             </tr>
-          ))}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {lots.data.items.map((lot) => (
+              <tr>
+                <td>
+                  <code>{lot.id}</code>
+                </td>
+                <td>{lot.source}</td>
+                <td>
+                  <Amount uc={lot.grantedUc} />
+                </td>
+                <td>
+                  <Amount uc={lot.remainingUc} />
+                </td>
+                <td>{lot.status}</td>
+                <td>
+                  <When s={lot.expiresAt} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
       <ShowMore list={lots} label="Show 100 more lots" end={`All ${lots.data.items.length} lots are shown.`} />
     </>
   );

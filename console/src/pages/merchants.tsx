@@ -126,28 +126,30 @@ export function MerchantsPage() {
         merchants.data.items.length === 0 ? (
           <p>No merchants yet.</p>
         ) : (
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Merchant</th>
-                <th scope="col">Domain</th>
-                <th scope="col">Verified</th>
-                <th scope="col">Webhook</th>
-              </tr>
-            </thead>
-            <tbody>
-              {merchants.data.items.map((merchant) => (
+          <div class="table-scroll">
+            <table>
+              <thead>
                 <tr>
-                  <td>
-                    <a href={`/console/merchants/${encodeURIComponent(merchant.id)}`}>{merchant.name}</a>
-                  </td>
-                  <td>{merchant.domain}</td>
-                  <td>{merchant.verified ? 'Yes' : 'Not yet'}</td>
-                  <td>{merchant.webhookUrl || 'None'}</td>
+                  <th scope="col">Merchant</th>
+                  <th scope="col">Domain</th>
+                  <th scope="col">Verified</th>
+                  <th scope="col">Webhook</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
+              </thead>
+              <tbody>
+                {merchants.data.items.map((merchant) => (
+                  <tr>
+                    <td>
+                      <a href={`/console/merchants/${encodeURIComponent(merchant.id)}`}>{merchant.name}</a>
+                    </td>
+                    <td>{merchant.domain}</td>
+                    <td>{merchant.verified ? 'Yes' : 'Not yet'}</td>
+                    <td>{merchant.webhookUrl || 'None'}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
         )
       ) : null}
       <ShowMore list={merchants} label={`Show ${LIST_PAGE} more merchants`} end={`All ${merchants.data?.items.length ?? 0} merchants are shown.`} />
@@ -240,51 +242,53 @@ function ApiKeys({ merchantId }: { merchantId: string }) {
       {created ? <SecretOnce label="Secret key" secret={created.secret} notice={created.notice} /> : null}
       <LoadError error={keys.error} stale={keys.stale} />
       {keys.data && keys.data.apiKeys.length > 0 ? (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Key id</th>
-              <th scope="col">Scopes</th>
-              <th scope="col">Created</th>
-              <th scope="col">State</th>
-            </tr>
-          </thead>
-          <tbody>
-            {keys.data.apiKeys.map((key) => (
+        <div class="table-scroll">
+          <table>
+            <thead>
               <tr>
-                <td>{key.name}</td>
-                <td>
-                  <code>{key.keyId}</code>
-                </td>
-                <td>{key.scopes.join(', ')}</td>
-                <td>
-                  <When s={key.createdAt} />
-                </td>
-                <td>
-                  {key.revokedAt !== null ? (
-                    'Revoked'
-                  ) : (
-                    <ConfirmButton
-                      label={`Revoke ${key.name}`}
-                      title={`Revoke the key ${key.name}?`}
-                      consequence={`Every request signed with ${key.keyId} is refused from now on, on every instance of the gateway. A revoked key cannot be restored: create a new one for the server that used it.`}
-                      confirmLabel="Revoke the key"
-                      disabled={revoke.busy}
-                      onConfirm={() =>
-                        revoke.run(async () => {
-                          ok(await api.POST('/v1/merchants/{id}/api-keys/{keyId}/revoke', { params: { path: { id: merchantId, keyId: key.keyId }, header: { 'Idempotency-Key': newKey() } } }));
-                          keys.reload();
-                          return `Revoked ${key.name}.`;
-                        })
-                      }
-                    />
-                  )}
-                </td>
+                <th scope="col">Name</th>
+                <th scope="col">Key id</th>
+                <th scope="col">Scopes</th>
+                <th scope="col">Created</th>
+                <th scope="col">State</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {keys.data.apiKeys.map((key) => (
+                <tr>
+                  <td>{key.name}</td>
+                  <td>
+                    <code>{key.keyId}</code>
+                  </td>
+                  <td>{key.scopes.join(', ')}</td>
+                  <td>
+                    <When s={key.createdAt} />
+                  </td>
+                  <td>
+                    {key.revokedAt !== null ? (
+                      'Revoked'
+                    ) : (
+                      <ConfirmButton
+                        label={`Revoke ${key.name}`}
+                        title={`Revoke the key ${key.name}?`}
+                        consequence={`Every request signed with ${key.keyId} is refused from now on, on every instance of the gateway. A revoked key cannot be restored: create a new one for the server that used it.`}
+                        confirmLabel="Revoke the key"
+                        disabled={revoke.busy}
+                        onConfirm={() =>
+                          revoke.run(async () => {
+                            ok(await api.POST('/v1/merchants/{id}/api-keys/{keyId}/revoke', { params: { path: { id: merchantId, keyId: key.keyId }, header: { 'Idempotency-Key': newKey() } } }));
+                            keys.reload();
+                            return `Revoked ${key.name}.`;
+                          })
+                        }
+                      />
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       ) : keys.data ? (
         <p class="muted">No keys yet.</p>
       ) : null}
@@ -348,30 +352,32 @@ function Offers({ merchantId }: { merchantId: string }) {
       <LoadError error={offers.error} stale={offers.stale} />
       <FurtherDown list={offers} added={created} what="offers" />
       {offers.data && offers.data.items.length > 0 ? (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Offer</th>
-              <th scope="col">Category</th>
-              <th scope="col">Price</th>
-              <th scope="col">Active</th>
-            </tr>
-          </thead>
-          <tbody>
-            {offers.data.items.map((offer) => (
+        <div class="table-scroll">
+          <table>
+            <thead>
               <tr>
-                <td>
-                  {offer.name} <code class="muted">{offer.id}</code>
-                </td>
-                <td>{offer.category}</td>
-                <td>
-                  <Amount uc={offer.priceUc} />
-                </td>
-                <td>{offer.active ? 'Yes' : 'No'}</td>
+                <th scope="col">Offer</th>
+                <th scope="col">Category</th>
+                <th scope="col">Price</th>
+                <th scope="col">Active</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {offers.data.items.map((offer) => (
+                <tr>
+                  <td>
+                    {offer.name} <code class="muted">{offer.id}</code>
+                  </td>
+                  <td>{offer.category}</td>
+                  <td>
+                    <Amount uc={offer.priceUc} />
+                  </td>
+                  <td>{offer.active ? 'Yes' : 'No'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       ) : offers.data ? (
         <p class="muted">No offers yet.</p>
       ) : null}

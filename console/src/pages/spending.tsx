@@ -111,11 +111,13 @@ export function SpendingPage() {
               <summary>The figures, day by day</summary>
               <div class="table-scroll">
                 <table>
+                  {/* Its unit said once, in the caption and each agent's heading (found from outside: bare "2.50"). */}
+                  <caption>Credits spent per agent and UTC day</caption>
                   <thead>
                     <tr>
                       <th scope="col">Day (UTC)</th>
                       {spending.data.agents.map((agent) => (
-                        <th scope="col">{agent.name}</th>
+                        <th scope="col">{agent.name} (credits)</th>
                       ))}
                     </tr>
                   </thead>

@@ -119,36 +119,38 @@ export function OwnerWebhookPage() {
             <p class="muted">No events in the last 30 days.</p>
           ) : (
             <>
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">When</th>
-                    <th scope="col">Event</th>
-                    <th scope="col">Id</th>
-                    {sendable ? <th scope="col">Webhook</th> : null}
-                  </tr>
-                </thead>
-                <tbody>
-                  {events.data.items.map((event) => (
+              <div class="table-scroll">
+                <table>
+                  <thead>
                     <tr>
-                      <td>
-                        <When s={event.createdAt} />
-                      </td>
-                      <td>{event.type}</td>
-                      <td>
-                        <code>{event.id}</code>
-                      </td>
-                      {sendable ? (
-                        <td>
-                          <button type="button" disabled={sending.busy} aria-label={`Send ${event.type} ${event.id} to the webhook`} onClick={() => void send(event.id)}>
-                            Send
-                          </button>
-                        </td>
-                      ) : null}
+                      <th scope="col">When</th>
+                      <th scope="col">Event</th>
+                      <th scope="col">Id</th>
+                      {sendable ? <th scope="col">Webhook</th> : null}
                     </tr>
-                  ))}
-                </tbody>
-              </table>
+                  </thead>
+                  <tbody>
+                    {events.data.items.map((event) => (
+                      <tr>
+                        <td>
+                          <When s={event.createdAt} />
+                        </td>
+                        <td>{event.type}</td>
+                        <td>
+                          <code>{event.id}</code>
+                        </td>
+                        {sendable ? (
+                          <td>
+                            <button type="button" disabled={sending.busy} aria-label={`Send ${event.type} ${event.id} to the webhook`} onClick={() => void send(event.id)}>
+                              Send
+                            </button>
+                          </td>
+                        ) : null}
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
               <Outcome action={sending} />
               <ShowMore list={events} label={`Show ${EVENTS_PAGE} older events`} end={`All ${events.data.items.length} events of the last 30 days are shown.`} />
             </>
