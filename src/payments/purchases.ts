@@ -404,20 +404,19 @@ export class PurchaseApprovals {
   private assertOpen(row: store.PurchaseApprovalRow, wanted: 'approved' | 'declined'): void {
     const approval = this.view(row);
     if (isOpen(approval.status)) return;
-    const refuse = (reason: 'approval_expired' | 'purchase_declined' | 'approval_used', detail: string) =>
-      new ApiError('conflict', { detail, extra: { reason, approvalId: approval.id, intentId: approval.intentId, purchase: approval } });
     switch (approval.status) {
       case 'expired':
-        throw refuse(
+        throw closed(
           'approval_expired',
           row.decided_at_s === null
-            ? `the purchase approval expired unanswered, so it can no longer be ${wanted}; the agent must ask again`
-            : `the purchase approval expired before a retry used it, so it can no longer be ${wanted}; the agent must ask again`,
+            ? `the purchase approval expired unanswered, so it can no longer be ${wanted}; the agent must ask again.`
+            : `the purchase approval expired before a retry used it, so it can no longer be ${wanted}; the agent must ask again.`,
+          approval,
         );
       case 'declined':
-        throw refuse('purchase_declined', `the purchase approval is declined; it can no longer be ${wanted}`);
+        throw closed('purchase_declined', `the purchase approval is declined; it can no longer be ${wanted}.`, approval);
       default:
-        throw refuse('approval_used', `the purchase approval was used already, by hold ${row.hold_id}; it can no longer be ${wanted}`);
+        throw closed('approval_used', `the purchase approval was used already, by hold ${row.hold_id}; it can no longer be ${wanted}.`, approval);
     }
   }
 
