@@ -771,7 +771,10 @@ describe('a receipt of a key that began signing just now', () => {
     await expect(verifyCreditReceipt(forgedKid, { gatewayUrl: world.url })).rejects.toMatchObject({ code: 'invalid_receipt' });
     await rotateSigningKeys(world.gw.gateway.db, { nowS: world.gw.clock.nowS(), leadS: 0, retentionS: 3600 });
     await world.gw.gateway.signing.reload();
-    const resigned = await world.gw.gateway.signing.sign(decodeJwt(receipt), 'receipt+jwt');
+    // Signed on a gateway clock 5 s behind this process's: its iat falls before the forged kid's fetch, which must not
+    // count as after the new key (CI failed here when the run took a second between the receipt and the forged kid).
+    const claims = decodeJwt(receipt);
+    const resigned = await world.gw.gateway.signing.sign({ ...claims, iat: claims.iat! - 5 }, 'receipt+jwt');
     expect(decodeProtectedHeader(resigned).kid).not.toBe(decodeProtectedHeader(receipt).kid);
     expect(await verifyCreditReceipt(resigned, { gatewayUrl: world.url })).toMatchObject({ agentId: agent.id });
     // A gateway whose keys cannot be read says so: an outage is no forgery (found from outside: invalid_receipt, "fetch failed").

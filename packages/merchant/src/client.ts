@@ -37,7 +37,8 @@ export interface MerchantClientOptions {
   /** How long one call may go on retrying, from its first attempt (default 30 s): no retry is made whose wait would end past it. */
   retryWindowMs?: number;
   /**
-   * Clock skew accepted on a token issued "in the future" by your clock, i.e. on its `nbf` (default 30 s).
+   * Clock skew accepted on a token issued "in the future" by your clock, i.e. on its `nbf` (default 30 s), and on a
+   * token whose key this client has not seen: it is looked for in a key set fetched after its `iat` plus this skew.
    * It does not extend a voucher's `exp`: a voucher is refused from its `exp` on, by your clock, since the
    * gateway expires its hold then (its credit goes back to the agent; a capture answers 409 hold_resolved).
    */
@@ -166,15 +167,18 @@ function headerKid(token: string): unknown {
 }
 
 /**
- * When a token was signed at the latest: the end of its `iat` second, or its arrival if sooner (a claim in the future, or
- * none). Its key was published by then, so a key set fetched from then on holds it; tokens signed before a fetch began
- * share it, however they arrive (a forged `iat` only spares the forger's own wait or costs it one).
+ * When a token was signed at the latest, on this process's clock: the end of its `iat` second plus `skewMs` (how far the
+ * gateway's clock may be behind this one's: `iat` is read on its clock), or its arrival if sooner (a claim in the
+ * future, or none). Its key was published by then, so a key set fetched from then on holds it; tokens signed well
+ * before a fetch began share it, however they arrive (a forged `iat` only spares the forger's own wait or costs it one).
+ * Without the skew, a gateway's clock a second behind this one's made a fetch begun before a new key's publication
+ * count as after it, and that key's tokens were refused as forgeries.
  */
-function signedBy(token: { payload: string | Uint8Array }, arrivedMs: number): number {
+function signedBy(token: { payload: string | Uint8Array }, arrivedMs: number, skewMs: number): number {
   if (typeof token.payload !== 'string') return arrivedMs;
   try {
     const iat: unknown = JSON.parse(Buffer.from(token.payload, 'base64url').toString('utf8')).iat;
-    return typeof iat === 'number' && Number.isFinite(iat) ? Math.min(arrivedMs, (Math.floor(iat) + 1) * 1000) : arrivedMs;
+    return typeof iat === 'number' && Number.isFinite(iat) ? Math.min(arrivedMs, (Math.floor(iat) + 1) * 1000 + skewMs) : arrivedMs;
   } catch {
     return arrivedMs;
   }
@@ -221,6 +225,11 @@ export class MerchantClient {
     this.jwks = createRemoteJWKSet(new URL(this.jwksUrl), { cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, cooldownDuration: JWKS_CACHE_MAX_AGE_MS });
   }
 
+  /** Clock skew accepted between the gateway and this process (clockToleranceS). */
+  private get clockToleranceMs(): number {
+    return (this.options.clockToleranceS ?? REVOCATION_TOLERANCE_S_DEFAULT) * 1000;
+  }
+
   private get jwksCooldownMs(): number {
     return this.options.jwksRefetchCooldownMs ?? JWKS_REFETCH_COOLDOWN_MS_DEFAULT;
   }
@@ -239,7 +248,7 @@ export class MerchantClient {
       return await this.jwks(header, token);
     } catch (error) {
       if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
-      await this.keySetFetchedAfter(signedBy(token, Date.now()));
+      await this.keySetFetchedAfter(signedBy(token, Date.now(), this.clockToleranceMs));
       return this.jwks(header, token);
     }
   };

@@ -2,6 +2,7 @@
 // served JWKS; capture/release through the real routes (one of them behind a proxy that loses answers);
 // webhook deliveries made by the real worker; and the README's example server taking a payment.
 import http from 'node:http';
+import { decodeJwt, decodeProtectedHeader } from 'jose';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConnectionError, GatewayError, MerchantClient, VerificationError, verifyWebhook, type VoucherClaims } from '@agent-credit-gateway/merchant';
@@ -180,8 +181,8 @@ describe('verifyVoucher', () => {
       return realFetch(input, init);
     }) as typeof fetch;
     try {
-      // Signed before the first fetch began (ten seconds ago): they share it, however they arrive.
-      const old = Math.floor(Date.now() / 1000) - 10;
+      // Signed before the first fetch began, by more than the clock tolerance (a minute ago): they share it, however they arrive.
+      const old = Math.floor(Date.now() / 1000) - 60;
       const forged = await Promise.all(Array.from({ length: 5 }, (_, n) => failure(sdk.verifyVoucher(forge(`forged-${n}`, old)))));
       expect(forged.map((error) => error.code)).toEqual(Array(5).fill('invalid_token'));
       expect(fetches).toHaveLength(1);
@@ -219,6 +220,23 @@ describe('verifyVoucher', () => {
     const startedMs = Date.now();
     expect((await sdk.verifyVoucher(fresh.voucher)).redemptionId).toBe(fresh.redemption.id);
     expect(Date.now() - startedMs).toBeLessThan(6_000);
+  });
+
+  // The iat of a token is read on the gateway's clock: one a few seconds behind this process's made a fetch begun before
+  // a new key's publication count as after it, and the new key's vouchers were refused as forgeries (CI, 2026-12-07).
+  it("finds a new key though the gateway's clock is seconds behind this process's: a token's iat is read with the clock tolerance", async () => {
+    const sdk = client({ jwksRefetchCooldownMs: 2_000 });
+    const { voucher } = await mint();
+    await sdk.verifyVoucher(voucher);
+    const [header, payload, signature] = voucher.split('.') as [string, string, string];
+    const forged = `${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(header, 'base64url').toString()), kid: 'forged-first' })).toString('base64url')}.${payload}.${signature}`;
+    expect((await failure(sdk.verifyVoucher(forged))).code).toBe('invalid_token');
+    await rotateSigningKeys(world.gw.gateway.db, { nowS: world.gw.clock.nowS(), leadS: 0, retentionS: 3600 });
+    await world.gw.gateway.signing.reload();
+    const fresh = await mint();
+    const claims = decodeJwt(fresh.voucher);
+    const behind = await world.gw.gateway.signing.sign({ ...claims, iat: claims.iat! - 5 }, decodeProtectedHeader(fresh.voucher).typ!);
+    expect((await sdk.verifyVoucher(behind)).redemptionId).toBe(fresh.redemption.id);
   });
 });
 

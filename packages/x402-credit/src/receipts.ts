@@ -42,16 +42,21 @@ export interface VerifyReceiptOptions {
 /** Shortest time between two fetches of a gateway's key set that unknown kids ask for. */
 const UNKNOWN_KID_COOLDOWN_MS = 1_000;
 
+/** How far the gateway's clock may be behind this one's: a receipt's `iat` is read on the gateway's clock. */
+const CLOCK_SKEW_MS = 30_000;
+
 /**
- * When a token was signed at the latest: the end of its `iat` second, or its arrival if sooner (a claim in the future, or
- * none). Its key was published by then, so a key set fetched from then on holds it; tokens signed before a fetch began
- * share it, however they arrive (a forged `iat` only spares the forger's own wait or costs it one).
+ * When a token was signed at the latest, on this process's clock: the end of its `iat` second plus the clock skew
+ * allowed, or its arrival if sooner (a claim in the future, or none). Its key was published by then, so a key set
+ * fetched from then on holds it; tokens signed well before a fetch began share it, however they arrive (a forged `iat`
+ * only spares the forger's own wait or costs it one). Without the skew, a gateway's clock a second behind this one's,
+ * or a receipt signed again with its first `iat`, made a fetch begun before the new key's publication count as after it.
  */
 function signedBy(token: { payload: string | Uint8Array }, arrivedMs: number): number {
   if (typeof token.payload !== 'string') return arrivedMs;
   try {
     const iat: unknown = JSON.parse(Buffer.from(token.payload, 'base64url').toString('utf8')).iat;
-    return typeof iat === 'number' && Number.isFinite(iat) ? Math.min(arrivedMs, (Math.floor(iat) + 1) * 1000) : arrivedMs;
+    return typeof iat === 'number' && Number.isFinite(iat) ? Math.min(arrivedMs, (Math.floor(iat) + 1) * 1000 + CLOCK_SKEW_MS) : arrivedMs;
   } catch {
     return arrivedMs;
   }
