@@ -5,7 +5,7 @@
 // client keeps a RevocationSet, fed by the `voucher.revoked` webhook (handleWebhook) or by polling the
 // revocations feed (pollRevocations, syncRevocations), and refuses the vouchers in it.
 import { createHash, randomUUID } from 'node:crypto';
-import { createRemoteJWKSet, decodeProtectedHeader, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, errors, jwksCache, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ConnectionError, GatewayError, VerificationError } from './errors.js';
 import { RevocationSet, REVOCATION_TOLERANCE_S_DEFAULT } from './revocations.js';
 import type { EvidenceApproval, EvidenceClaims, EvidenceMandate, Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.js';
@@ -166,6 +166,22 @@ function headerKid(token: string): unknown {
   }
 }
 
+/** The `iat` a token's payload says, unverified, to say when it claims to be signed (undefined when none reads). */
+function claimedIat(token: string): number | undefined {
+  try {
+    const iat = decodeJwt(token).iat;
+    return typeof iat === 'number' && Number.isFinite(iat) ? iat : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A time as ISO 8601, or as its number when it is none (a forged claim far out of range). */
+function isoTime(ms: number): string {
+  const date = new Date(ms);
+  return Number.isNaN(date.getTime()) ? `${ms / 1000} s after the epoch` : date.toISOString();
+}
+
 /**
  * When a token was signed at the latest, on this process's clock: the end of its `iat` second plus `skewMs` (how far the
  * gateway's clock may be behind this one's: `iat` is read on its clock), or its arrival if sooner (a claim in the
@@ -198,6 +214,8 @@ export class MerchantClient {
   readonly revocations: RevocationSet;
   private readonly jwks: ReturnType<typeof createRemoteJWKSet>;
   private readonly jwksUrl: string;
+  /** Written by jose at each fetch of the key set: `uat`, when its answer came, says which key set a refusal looked in. */
+  private readonly jwksRead: { uat?: number } = {};
   /** The latest fetch of the key set an unknown kid asked for: when it starts (or started), and its end. */
   private unknownKidFetch: { startsAtMs: number; done: Promise<void> } | undefined;
   private readonly baseUrl: string;
@@ -222,7 +240,11 @@ export class MerchantClient {
     // long (its cooldown counts from any fetch, the first one too): keyFor makes that refetch, once per cooldown of its
     // own, so a flood of forged kids cannot make us hammer the gateway.
     this.jwksUrl = `${this.baseUrl}/.well-known/jwks.json`;
-    this.jwks = createRemoteJWKSet(new URL(this.jwksUrl), { cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, cooldownDuration: JWKS_CACHE_MAX_AGE_MS });
+    this.jwks = createRemoteJWKSet(new URL(this.jwksUrl), {
+      cacheMaxAge: JWKS_CACHE_MAX_AGE_MS,
+      cooldownDuration: JWKS_CACHE_MAX_AGE_MS,
+      [jwksCache]: this.jwksRead as Record<string, never>,
+    });
   }
 
   /** Clock skew accepted between the gateway and this process (clockToleranceS). */
@@ -280,6 +302,7 @@ export class MerchantClient {
    * capture and verifies while its key is in the gateway's JWKS (a rotated key stays for its retention).
    */
   private async verifyJwt(token: string, typ: string, audience: string | undefined, strictExp: boolean): Promise<JWTPayload> {
+    const arrivedMs = Date.now();
     try {
       if (!isOneSpelling(token)) throw new errors.JWSInvalid('it is not a compact JWS of three base64url segments, each in its one spelling');
       const { payload } = await jwtVerify(token, this.keyFor, {
@@ -309,7 +332,7 @@ export class MerchantClient {
       // A token the gateway signed for another merchant is genuine (jose checks claims after the signature): a misrouted
       // agent, not a forgery, as for a receipt (found from outside: a voucher said invalid_token, a receipt wrong_merchant).
       const code = error instanceof errors.JWTClaimValidationFailed && error.claim === 'aud' && error.reason === 'check_failed' ? 'wrong_merchant' : 'invalid_token';
-      throw new VerificationError(code, `the ${typ} does not verify: ${this.whyRefused(error, audience, token)}`, { cause: error });
+      throw new VerificationError(code, `the ${typ} does not verify: ${this.whyRefused(error, audience, token, arrivedMs)}`, { cause: error });
     }
   }
 
@@ -318,16 +341,9 @@ export class MerchantClient {
    * outside: "unexpected "iss" claim value" left a merchant guessing that gatewayUrl said localhost where the gateway
    * names itself 127.0.0.1). A claim check runs after the signature's, so the values named are the gateway's own.
    */
-  private whyRefused(error: unknown, audience: string | undefined, token: string): string {
+  private whyRefused(error: unknown, audience: string | undefined, token: string, arrivedMs: number): string {
     const message = (error as Error).message;
-    if (error instanceof errors.JWKSNoMatchingKey) {
-      // A receipt outlives its key's publication (a rotated key leaves the JWKS after its retention, 7 days by default),
-      // which read as a forgery with jose's words alone (found from outside).
-      return (
-        `no key of the gateway's JWKS (${this.jwksUrl}) has its kid ${JSON.stringify(headerKid(token))}: a forgery, or a key the gateway stopped publishing ` +
-        `(a rotated key is published for its retention, 7 days by default); a receipt older than that is shown, signed anew, by getEvidence(redemptionId)`
-      );
-    }
+    if (error instanceof errors.JWKSNoMatchingKey) return this.noKeyFor(token, arrivedMs);
     if (error instanceof errors.JWTExpired) {
       const exp = error.payload.exp;
       return typeof exp === 'number' ? `it expired at ${new Date(exp * 1000).toISOString()} (now ${new Date().toISOString()} by this machine's clock)` : message;
@@ -339,6 +355,34 @@ export class MerchantClient {
       if (error.claim === 'aud') return `it is for ${JSON.stringify(error.payload.aud)}, not merchantId ${JSON.stringify(audience)}`;
     }
     return message;
+  }
+
+  /**
+   * Why no key verified a token: the kid looked for, the key set looked in (its URL, when it was fetched), the token's
+   * `iat`, and the causes that fit them. A receipt outlives its key's publication (a rotated key leaves the JWKS after its
+   * retention), which read as a forgery with jose's words alone (found from outside). A key set fetched more than
+   * clockToleranceS after a token's `iat` is not fetched again for it (`signedBy`), so with a gateway clock behind this
+   * one's by more than that, a key it began signing with after the last fetch is refused: the message called such a
+   * genuine token a forgery and never named the clock (found from outside: 9 s of refusals after a rotation with no lead,
+   * the gateway 40 s behind). A key set fetched after the token arrived rules the clock out; then a rotation with no lead
+   * behind a load balancer can be the cause (an instance that has not reloaded its keys yet answered the fetch).
+   */
+  private noKeyFor(token: string, arrivedMs: number): string {
+    const fetchedAtMs = this.jwksRead.uat;
+    const iat = claimedIat(token);
+    const lookedFor = `no key of the gateway's JWKS (${this.jwksUrl}${fetchedAtMs === undefined ? '' : `, fetched at ${isoTime(fetchedAtMs)}`}) has its kid ${JSON.stringify(headerKid(token))}`;
+    const stopped = 'a key the gateway stopped publishing (a rotated key is published for its retention, 7 days by default; a receipt older than that is shown, signed anew, by getEvidence(redemptionId))';
+    if (iat !== undefined && fetchedAtMs !== undefined && fetchedAtMs < arrivedMs) {
+      return (
+        `${lookedFor}; that key set was fetched before the token arrived, ${Math.round(fetchedAtMs / 1000 - iat)} s after its iat (${isoTime(iat * 1000)}), ` +
+        `more than clockToleranceS (${this.clockToleranceMs / 1000} s), so it was not fetched again: a forgery, ${stopped}, or a gateway clock more than ` +
+        `clockToleranceS behind this one's, signing with a key published after that fetch (check the gateway's clock, or raise clockToleranceS)`
+      );
+    }
+    return (
+      `${lookedFor}, and that key set was fetched after the token arrived (${iat === undefined ? 'it has no iat' : `its iat is ${isoTime(iat * 1000)}`}): ` +
+      `a forgery, ${stopped}, or, just after a rotation with no lead, a gateway instance that had not loaded the new key yet (for up to 5 s) answering the fetch`
+    );
   }
 
   /**

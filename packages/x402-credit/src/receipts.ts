@@ -2,7 +2,7 @@
 // PAYMENT-RESPONSE), verified against the gateway's JWKS. An agent (or a merchant) holds it as proof of
 // exactly what was charged, for which hold, by whom and to whom.
 import type { SettleResponse } from '@x402/core/types';
-import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, errors, jwksCache, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { AMOUNT_UC_PATTERN, RECEIPT_TYP } from './constants.js';
 import { CreditError } from './errors.js';
 import { authorityOf } from './requirements.js';
@@ -72,12 +72,42 @@ function signedBy(token: { payload: string | Uint8Array }, arrivedMs: number): n
  */
 class GatewayKeys {
   private readonly jwks: ReturnType<typeof createRemoteJWKSet>;
+  private readonly jwksUrl: string;
+  /** Written by jose at each fetch of the key set: `uat`, when its answer came, says which key set a refusal looked in. */
+  private readonly jwksRead: { uat?: number } = {};
   /** The latest fetch an unknown kid asked for: when it starts (or started), and its end. */
   private unknownKidFetch: { startsAtMs: number; done: Promise<void> } | undefined;
 
   constructor(authority: string) {
+    this.jwksUrl = `${authority}/.well-known/jwks.json`;
     // jose's own refetch on an unknown kid is held back as long as the cache lives: keyFor makes it.
-    this.jwks = createRemoteJWKSet(new URL(`${authority}/.well-known/jwks.json`), { cacheMaxAge: 10 * 60_000, cooldownDuration: 10 * 60_000 });
+    this.jwks = createRemoteJWKSet(new URL(this.jwksUrl), { cacheMaxAge: 10 * 60_000, cooldownDuration: 10 * 60_000, [jwksCache]: this.jwksRead as Record<string, never> });
+  }
+
+  /**
+   * Why no key verified a receipt: the kid looked for, the key set looked in (its URL, when it was fetched), the
+   * receipt's `iat`, and the causes that fit them. It said jose's "no applicable key found in the JSON Web Key Set",
+   * naming neither the kid nor the key set, though a gateway clock behind this one's by more than the skew allowed
+   * refuses a genuine receipt so (a key set fetched that long after its `iat` is not fetched again for it: found from
+   * outside, 9 s of refusals after a rotation with no lead, the gateway 40 s behind). A key set fetched after the
+   * receipt arrived rules the clock out; then a rotation with no lead behind a load balancer can be the cause.
+   */
+  noKeyFor(receipt: string, arrivedMs: number): string {
+    const fetchedAtMs = this.jwksRead.uat;
+    const iat = claimedIat(receipt);
+    const lookedFor = `no key of the gateway's JWKS (${this.jwksUrl}${fetchedAtMs === undefined ? '' : `, fetched at ${isoTime(fetchedAtMs)}`}) has its kid ${JSON.stringify(headerKid(receipt))}`;
+    const stopped = 'a key the gateway stopped publishing (a rotated key is published for its retention, 7 days by default)';
+    if (iat !== undefined && fetchedAtMs !== undefined && fetchedAtMs < arrivedMs) {
+      return (
+        `${lookedFor}; that key set was fetched before the receipt arrived, ${Math.round(fetchedAtMs / 1000 - iat)} s after its iat (${isoTime(iat * 1000)}), ` +
+        `more than the clock skew allowed (${CLOCK_SKEW_MS / 1000} s), so it was not fetched again: a forgery, ${stopped}, or a gateway clock more than ` +
+        `${CLOCK_SKEW_MS / 1000} s behind this one's, signing with a key published after that fetch (check the gateway's clock)`
+      );
+    }
+    return (
+      `${lookedFor}, and that key set was fetched after the receipt arrived (${iat === undefined ? 'it has no iat' : `its iat is ${isoTime(iat * 1000)}`}): ` +
+      `a forgery, ${stopped}, or, just after a rotation with no lead, a gateway instance that had not loaded the new key yet (for up to 5 s) answering the fetch`
+    );
   }
 
   readonly keyFor: JWTVerifyGetKey = async (header, token) => {
@@ -112,13 +142,38 @@ class GatewayKeys {
 const keySets = new Map<string, GatewayKeys>();
 
 /** One cached key set per gateway. */
-function keySet(authority: string): JWTVerifyGetKey {
+function keySet(authority: string): GatewayKeys {
   let keys = keySets.get(authority);
   if (!keys) {
     keys = new GatewayKeys(authority);
     keySets.set(authority, keys);
   }
-  return keys.keyFor;
+  return keys;
+}
+
+/** The `kid` a token's header names, to say which key a refusal looked for (undefined when the header does not read). */
+function headerKid(token: string): unknown {
+  try {
+    return decodeProtectedHeader(token).kid;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The `iat` a token's payload says, unverified, to say when it claims to be signed (undefined when none reads). */
+function claimedIat(token: string): number | undefined {
+  try {
+    const iat = decodeJwt(token).iat;
+    return typeof iat === 'number' && Number.isFinite(iat) ? iat : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A time as ISO 8601, or as its number when it is none (a forged claim far out of range). */
+function isoTime(ms: number): string {
+  const date = new Date(ms);
+  return Number.isNaN(date.getTime()) ? `${ms / 1000} s after the epoch` : date.toISOString();
 }
 
 function text(payload: JWTPayload, name: string, pattern?: RegExp): string {
@@ -141,20 +196,23 @@ function isKeySetUnreachable(error: unknown): boolean {
 /** Verifies a receipt (ES256, typ `receipt+jwt`, iss the gateway) and the parties it names; returns its claims. */
 export async function verifyCreditReceipt(receipt: string, options: VerifyReceiptOptions): Promise<CreditReceipt> {
   const authority = authorityOf(options.gatewayUrl);
+  const keys = keySet(authority);
+  const arrivedMs = Date.now();
   let payload: JWTPayload;
   try {
     // Spelled as the gateway signs it: jose's decoder ignores bits past a segment's last byte, so one receipt had
     // several spellings that all verified (found from outside on the gateway's own tokens).
     const oneSpelling = /^[\w-]+\.[\w-]+\.[\w-]+$/.test(receipt) && receipt.split('.').every((part) => Buffer.from(part, 'base64url').toString('base64url') === part);
     if (!oneSpelling) throw new errors.JWSInvalid('it is not a compact JWS of three base64url segments, each in its one spelling');
-    ({ payload } = await jwtVerify(receipt, keySet(authority), { algorithms: ['ES256'], typ: RECEIPT_TYP, issuer: authority }));
+    ({ payload } = await jwtVerify(receipt, keys.keyFor, { algorithms: ['ES256'], typ: RECEIPT_TYP, issuer: authority }));
   } catch (error) {
     // The gateway's keys could not be read: nothing is known of the receipt, so it is no forgery; retry later (found
     // from outside: an outage read as invalid_receipt, where the merchant SDK says ConnectionError).
     if (isKeySetUnreachable(error)) {
       throw new CreditError('gateway_unavailable', `the gateway's keys (${authority}/.well-known/jwks.json) could not be read, so the receipt could not be checked: ${(error as Error).message}; retry later`, { cause: error });
     }
-    throw new CreditError('invalid_receipt', `the receipt does not verify: ${(error as Error).message}`, { cause: error });
+    const why = error instanceof errors.JWKSNoMatchingKey ? keys.noKeyFor(receipt, arrivedMs) : (error as Error).message;
+    throw new CreditError('invalid_receipt', `the receipt does not verify: ${why}`, { cause: error });
   }
   const kind = payload.kind;
   if (kind !== 'capture' && kind !== 'refund') throw new CreditError('invalid_receipt', 'the receipt is neither a capture nor a refund');
