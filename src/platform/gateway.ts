@@ -2,7 +2,7 @@
 // and handed to every feature. It owns the long-lived parts and their shutdown order.
 import { createRequire } from 'node:module';
 import pino, { type Logger } from 'pino';
-import { SystemClock } from './clock.ts';
+import { DATABASE_CLOCK_SAMPLE_INTERVAL_MS, describeDatabaseClockChange, SystemClock, type DatabaseClockChange } from './clock.ts';
 import type { Config } from './config.ts';
 import { AnnouncedLifetimes, CredentialFacts } from './credential-facts.ts';
 import type { Database } from './db/database.ts';
@@ -19,6 +19,7 @@ import { logTraceFields, processWideLog } from './telemetry.ts';
 export interface Gateway {
   config: Config;
   db: Database;
+  /** The gateway's time: this host's clock, or the database server's when this host's is off (clock.ts). */
   clock: SystemClock;
   log: Logger;
   metrics: Metrics;
@@ -39,7 +40,7 @@ export interface Gateway {
    * the job's runs started without waiting for it (a webhook pass's attempts), and resolves once that is over.
    */
   schedule(name: string, intervalMs: number, job: () => Promise<unknown>, options?: { stop?: () => Promise<void> }): void;
-  /** Starts periodic jobs (platform sweepers, key reload, and every scheduled feature job); stopped on close. */
+  /** Starts periodic jobs (platform sweepers, key reload, the database clock's samples, and every scheduled feature job); stopped on close. */
   startBackgroundWork(): void;
   /**
    * Stops this gateway's own work and leaves the database open (for gateways that share one, as tests run them):
@@ -131,11 +132,23 @@ export async function migrateAndReport(db: Database, log: Logger): Promise<void>
   log.info({ applied: report.applied.length, alreadyApplied: report.alreadyApplied }, 'database reachable; schema is current');
 }
 
+/** One line, without a stack, when the time the gateway follows moved by more than the threshold. */
+function reportDatabaseClock(log: Logger, change: DatabaseClockChange | undefined): void {
+  if (change === undefined) return;
+  const fields = { databaseClockOffsetMs: change.toMs, previousOffsetMs: change.fromMs };
+  if (change.toMs === 0) log.info(fields, describeDatabaseClockChange(change));
+  else log.warn(fields, describeDatabaseClockChange(change));
+}
+
 export async function createGateway(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   const log = options.log ?? createLogger(config);
   const clock = options.clock ?? new SystemClock();
   const db = options.db ?? (await openDatabase(config, processWideLog(log)));
   if (!options.skipMigrate) await migrateAndReport(db, log);
+  // Before anything reads the time (which signing keys are active) and before serving: instances sharing the database
+  // take its clock as the one time (docs/decisions.md "The gateway's time is the database server's").
+  const followDatabaseClock = async () => reportDatabaseClock(log, await clock.followDatabase(db));
+  await followDatabaseClock();
   const signing = await SigningKeys.open(db, clock, config, (message, kids) => log.warn({ kids }, message));
   const rateLimiter = new RateLimiter(db, clock, config.rateLimit.windowS);
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionS, config.idempotencyLeaseS);
@@ -208,6 +221,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       for (const { name, intervalMs, job } of scheduled) every(intervalMs, name, job);
       every(SWEEP_INTERVAL_MS, 'idempotency-sweep', () => idempotency.sweep());
       every(KEY_RELOAD_INTERVAL_S * 1000, 'signing-key-reload', () => signing.reload());
+      every(DATABASE_CLOCK_SAMPLE_INTERVAL_MS, 'database-clock', followDatabaseClock);
     },
     stop,
     async close() {

@@ -30,6 +30,8 @@ export interface TestGatewayOptions {
   log?: Logger;
   /** What the composition root is given besides configuration (added services, a human approver). */
   dependencies?: AppDependencies;
+  /** The gateway's clock (default: a new one on this host's clock). */
+  clock?: SystemClock;
 }
 
 export async function startTestGateway(options: TestGatewayOptions = {}): Promise<TestGateway> {
@@ -43,7 +45,7 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
     ACG_PAYMENT_PROVIDER: 'none',
     ...options.env,
   });
-  const clock = new SystemClock();
+  const clock = options.clock ?? new SystemClock();
   const gateway = await createGateway(config, { db: database.db, clock, log: options.log ?? pino({ level: process.env.ACG_TEST_LOG ?? 'silent' }), outbound: options.outbound });
   const { app, services } = await buildGatewayApp(gateway, options.features, options.dependencies);
   await app.listen({ host: '127.0.0.1', port: 0 });
