@@ -247,7 +247,8 @@ export function buildCli(): Command {
       'after',
       '\nExample: npx acg credit grant --agent agt_… --amount-uc 5000000   (5 credits)\n\n' +
         'With a gateway running at ACG_BASE_URL the grant goes through its operator route (POST /v1/operator/credit-grants) with the ' +
-        'operator credential (dev: ACG_DATA_DIR/operator-token; live: ACG_OPERATOR_TOKEN). With none running it opens the configured ' +
+        'operator credential: ACG_OPERATOR_TOKEN, or else ACG_DATA_DIR/operator-token, which a dev gateway writes and which is sent only ' +
+        'to a gateway that says it runs in dev mode (a live one takes ACG_OPERATOR_TOKEN only). With none running it opens the configured ' +
         'database itself (stop the gateway first on the embedded one), and never creates one.',
     )
     .requiredOption('--agent <agentId>', 'the agent to credit (agt_…), required')

@@ -229,11 +229,14 @@ describe('commands aimed at a running gateway', () => {
     // A proxy that passes the grant on and spoils its answer: the gateway applied it. `drop` closes the connection before
     // the answer, `midway` after its first bytes, `gateway-timeout` answers a proxy's 504 page.
     let spoil: 'drop' | 'midway' | 'gateway-timeout' = 'drop';
+    // Only the grant's answer is spoiled: the probe of the gateway's mode (GET /readyz) passes as it is.
     const lossy = createServer(async (request, response) => {
       const chunks: Buffer[] = [];
       for await (const chunk of request) chunks.push(chunk as Buffer);
-      await fetch(`${world.url}${request.url}`, { method: request.method, headers: request.headers as Record<string, string>, body: Buffer.concat(chunks) });
-      if (spoil === 'midway') {
+      const answer = await fetch(`${world.url}${request.url}`, { method: request.method, headers: request.headers as Record<string, string>, body: request.method === 'GET' ? undefined : Buffer.concat(chunks) });
+      if (request.method === 'GET') {
+        response.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' }).end(await answer.text());
+      } else if (spoil === 'midway') {
         response.writeHead(201, { 'content-type': 'application/json', 'content-length': '400' });
         response.write('{"lot":{"id":"lot_');
         setTimeout(() => response.socket?.destroy(), 20);
@@ -321,10 +324,52 @@ describe('commands aimed at a running gateway', () => {
         const demo = await acg(elsewhere, env, 'demo');
         expect(demo).toMatchObject({ code: 2, stderr: `the gateway at ${live.url} runs in live mode: acg demo is for a dev gateway: it uses the built-in identity issuers and the dev DNS zone\n` });
       }
-      const granted = await acg(elsewhere, { ACG_BASE_URL: live.url }, 'credit', 'grant', '--agent', 'agt_x', '--amount-uc', '1000000');
-      expect(granted).toMatchObject({ code: 2, stderr: `the gateway at ${live.url} runs in live mode: run this with ACG_MODE=live and ACG_OPERATOR_TOKEN set to its operator credential\n` });
+      // The same with a dev gateway's operator credential in ACG_DATA_DIR: not presented to the live gateway (found from outside).
+      for (const env of [{ ACG_BASE_URL: live.url }, { ACG_BASE_URL: live.url, ACG_DATA_DIR: gatewayDir }] as Array<Record<string, string>>) {
+        const granted = await acg(elsewhere, env, 'credit', 'grant', '--agent', 'agt_x', '--amount-uc', '1000000');
+        expect(granted).toMatchObject({ code: 2, stderr: `the gateway at ${live.url} runs in live mode: run this with ACG_MODE=live and ACG_OPERATOR_TOKEN set to its operator credential\n` });
+      }
     } finally {
       await live.close();
+    }
+  });
+
+  it("sends the data directory's dev operator credential only to a gateway that says it runs in dev mode: never to a live one, nor to one that does not say (found from outside: a live gateway was sent it)", async () => {
+    // A server that answers as a live gateway would (/healthz, /readyz naming its mode), or not ready (503, no mode),
+    // and records every credential it is sent.
+    let readyz: [number, string] = [200, '{"status":"ready","storage":"postgres","mode":"live"}'];
+    const presented: string[] = [];
+    const server = createServer((request, response) => {
+      if (request.headers.authorization) presented.push(request.headers.authorization);
+      const [status, body] = request.url === '/healthz' ? [200, '{"status":"ok"}'] : request.url === '/readyz' ? readyz : [401, '{"code":"unauthorized"}'];
+      response.writeHead(status, { 'content-type': 'application/json' }).end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const env = { ACG_BASE_URL: url, ACG_DATA_DIR: gatewayDir };
+    const commands = [['credit', 'grant', '--agent', 'agt_x', '--amount-uc', '1000000'], ['dev', 'dns', 'publish', '--merchant', 'mer_x'], ['demo']];
+    try {
+      const live = await acg(elsewhere, env, ...commands[0]!);
+      expect(live).toEqual({ code: 2, stdout: '', stderr: `the gateway at ${url} runs in live mode: run this with ACG_MODE=live and ACG_OPERATOR_TOKEN set to its operator credential\n` });
+      for (const args of commands.slice(1)) expect((await acg(elsewhere, env, ...args)).stderr, args.join(' ')).toMatch(new RegExp(`^the gateway at ${url} runs in live mode: `));
+      readyz = [503, '{"code":"storage_unavailable","detail":"the database does not answer"}'];
+      for (const args of commands) {
+        expect(await acg(elsewhere, env, ...args), args.join(' ')).toEqual({
+          code: 2,
+          stdout: '',
+          stderr:
+            `${url} answers, but does not say it is a dev gateway (its /readyz names no mode: it is starting, its database is away, or it is not the gateway), ` +
+            `and ${path.join(gatewayDir, 'operator-token')} is a dev gateway's credential, sent to no other: run this again once ${url}/readyz answers ready, ` +
+            "or set ACG_OPERATOR_TOKEN to the gateway's operator credential\n",
+        });
+      }
+      expect(presented).toEqual([]);
+      // ACG_OPERATOR_TOKEN is the operator's own choice of credential for that gateway: it is presented.
+      const given = await acg(elsewhere, { ...env, ACG_OPERATOR_TOKEN: 'acg_op_given' }, ...commands[0]!);
+      expect(given.code).toBe(2);
+      expect(presented).toEqual(['Bearer acg_op_given']);
+    } finally {
+      server.close();
     }
   });
 

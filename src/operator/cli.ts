@@ -14,8 +14,7 @@ import { ApiError } from '../platform/errors.ts';
 import { IDEMPOTENCY_KEY_PATTERN } from '../platform/idempotency.ts';
 import { formatUc, parseUc, UC_DIGITS_MAX, UC_PER_CREDIT } from '../platform/money.ts';
 import type { Gateway } from '../platform/gateway.ts';
-import { callGateway, describeRefusal, GatewayNotRunning, gatewayAnswers, missingCredential, NoAnswer } from './client.ts';
-import { presentedOperatorToken } from './credential.ts';
+import { callGateway, describeRefusal, GatewayNotRunning, gatewayAnswers, missingCredential, NoAnswer, operatorCredentialFor } from './client.ts';
 
 function fail(message: string): never {
   process.stderr.write(`${message}\n`);
@@ -145,7 +144,7 @@ async function grantInDatabase(config: Config, grant: Grant): Promise<void> {
 export async function grantCredit(config: Config, options: GrantOptions): Promise<void> {
   const grant = validate(options);
   warnIfBelowOneCredit(grant.amountUc);
-  const token = presentedOperatorToken(config);
+  const token = await operatorCredentialFor(config);
   if (token) {
     if (await grantThroughGateway(config, token, grant)) return;
   } else if (await gatewayAnswers(config.baseUrl).catch((error: Error) => fail(error.message))) {

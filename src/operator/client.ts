@@ -4,7 +4,7 @@
 // wrong directory or port the same way.
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../platform/config.ts';
-import { operatorTokenFile } from './credential.ts';
+import { devOperatorToken, operatorTokenFile } from './credential.ts';
 
 const REQUEST_TIMEOUT_MS = 15_000;
 /** A gateway that is up answers /healthz at once, even while it waits for its database. */
@@ -191,16 +191,45 @@ export function describeRefusal(config: Where, answer: GatewayAnswer): string {
   );
 }
 
-/** Why a command that needs a running gateway holds no operator credential: nothing runs there, or it runs but the credential is elsewhere. */
+/**
+ * The operator credential a command presents to the gateway at the base URL, or undefined when it holds none for it
+ * (`missingCredential` says why): ACG_OPERATOR_TOKEN, or in dev mode the credential a dev gateway wrote into
+ * ACG_DATA_DIR. That one is a dev gateway's, and is sent only to a gateway that says it runs in dev mode (its /readyz):
+ * never to a live one, which may be another machine's and takes only ACG_OPERATOR_TOKEN, nor to whatever answers
+ * without saying (found from outside: the dev file was presented to a live gateway, whose 401 was then blamed on
+ * another ACG_DATA_DIR).
+ */
+export async function operatorCredentialFor(config: Where): Promise<string | undefined> {
+  if (config.operatorToken) return config.operatorToken;
+  if (config.mode !== 'dev' || (await gatewayMode(config.baseUrl)) !== 'dev') return undefined;
+  return devOperatorToken(config.dataDir);
+}
+
+/**
+ * Why a command that needs a running gateway holds no operator credential for it: nothing runs there; it runs in live
+ * mode; what answers does not say it is a dev gateway, so the data directory's credential was not sent; or it runs
+ * but the credential is elsewhere.
+ */
 export async function missingCredential(config: Where): Promise<string> {
-  if (config.mode === 'dev' && (await gatewayMode(config.baseUrl)) === 'live') {
+  const mode = config.mode === 'dev' ? await gatewayMode(config.baseUrl) : undefined;
+  if (mode === 'live') {
     return liveGatewayAt(config.baseUrl, 'run this with ACG_MODE=live and ACG_OPERATOR_TOKEN set to its operator credential');
   }
+  let answers: boolean;
   try {
-    return (await gatewayAnswers(config.baseUrl)) ? noCredentialFor(config) : noGatewayAt(config);
+    answers = await gatewayAnswers(config.baseUrl);
   } catch (error) {
     return (error as Error).message;
   }
+  if (!answers) return noGatewayAt(config);
+  if (config.mode === 'dev' && mode === undefined && devOperatorToken(config.dataDir) !== undefined) {
+    return (
+      `${config.baseUrl} answers, but does not say it is a dev gateway (its /readyz names no mode: it is starting, its database is away, or it ` +
+      `is not the gateway), and ${operatorTokenFile(config.dataDir)} is a dev gateway's credential, sent to no other: run this again once ` +
+      `${config.baseUrl}/readyz answers ready, or set ACG_OPERATOR_TOKEN to the gateway's operator credential`
+    );
+  }
+  return noCredentialFor(config);
 }
 
 /**

@@ -49,10 +49,12 @@ export function acceptedOperatorHash(config: Pick<Config, 'mode' | 'dataDir' | '
   return config.mode === 'dev' ? sha256Hex(ensureDevToken(config.dataDir)) : undefined;
 }
 
-/** The credential a CLI command presents: ACG_OPERATOR_TOKEN, or in dev mode the generated one if a gateway made it. */
-export function presentedOperatorToken(config: Pick<Config, 'mode' | 'dataDir' | 'operatorToken'>): string | undefined {
-  if (config.operatorToken) return config.operatorToken;
-  return config.mode === 'dev' ? readTokenFile(config.dataDir) : undefined;
+/**
+ * The credential a dev gateway wrote into `dataDir`, if one did. A dev credential of this machine: the CLI presents it
+ * only through `operatorCredentialFor` (src/operator/client.ts), which sends it to no gateway but a dev one.
+ */
+export function devOperatorToken(dataDir: string): string | undefined {
+  return readTokenFile(dataDir);
 }
 
 /**

@@ -1,7 +1,6 @@
 // `acg dev dns publish`: adds a TXT record to the running dev gateway's dev DNS zone, through its
 // operator route (the embedded database belongs to the gateway while it runs).
-import { callGateway, describeRefusal, gatewayMode, GatewayNotRunning, liveGatewayAt, missingCredential, noGatewayAt } from '../operator/client.ts';
-import { presentedOperatorToken } from '../operator/credential.ts';
+import { callGateway, describeRefusal, gatewayMode, GatewayNotRunning, liveGatewayAt, missingCredential, noGatewayAt, operatorCredentialFor } from '../operator/client.ts';
 import type { Config } from '../platform/config.ts';
 
 function fail(message: string): never {
@@ -18,7 +17,7 @@ export async function publishDevRecord(config: Config, options: { merchant?: str
   if (byMerchant === (options.name !== undefined)) fail('give either --merchant <id>, or a <name> and a <value>');
   if (!byMerchant && options.value === undefined) fail('give the TXT value after the name');
   if ((await gatewayMode(config.baseUrl)) === 'live') fail(liveGatewayAt(config.baseUrl, 'it has no dev zone, and verifies domains against real DNS'));
-  const token = presentedOperatorToken(config);
+  const token = await operatorCredentialFor(config);
   if (!token) fail(await missingCredential(config));
   const body = byMerchant ? { merchantId: options.merchant } : { name: options.name, value: options.value };
   try {

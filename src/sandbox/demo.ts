@@ -8,8 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { loadDevIssuerKeys, mintDevToken } from '../identity/dev-issuers.ts';
-import { gatewayMode, liveGatewayAt, missingCredential, noGatewayAt } from '../operator/client.ts';
-import { presentedOperatorToken } from '../operator/credential.ts';
+import { gatewayMode, liveGatewayAt, missingCredential, noGatewayAt, operatorCredentialFor } from '../operator/client.ts';
 import type { Config } from '../platform/config.ts';
 
 const OWNER_EMAIL = 'demo-owner@example.com';
@@ -205,7 +204,7 @@ export async function runDemo(config: Config): Promise<void> {
   if (config.humanIssuer || config.agentIssuer) refuse('acg demo needs the built-in dev identity issuers (unset ACG_HUMAN_ISSUER / ACG_AGENT_ISSUER)');
   // A live gateway has neither: said before anything else (found from outside: the credential advice led to "dev mode only").
   if ((await gatewayMode(config.baseUrl)) === 'live') refuse(liveGatewayAt(config.baseUrl, 'acg demo is for a dev gateway: it uses the built-in identity issuers and the dev DNS zone'));
-  const operator = presentedOperatorToken(config);
+  const operator = await operatorCredentialFor(config);
   if (!operator) refuse(await missingCredential(config));
   process.stdout.write(`acg demo: a whole purchase against ${config.baseUrl}, as the HTTP requests a developer would send\n`);
   try {
