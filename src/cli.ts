@@ -290,10 +290,11 @@ export function buildCli(): Command {
   const ownerHelp =
     '\n\nThe command talks to the gateway at ACG_BASE_URL as the agent\'s owner: ACG_OWNER_TOKEN holds the owner\'s session token (a human ' +
     'session JWT of the human identity provider, or an OAuth access token with scope svc:owner). In dev mode, with the built-in ' +
-    'dev issuer, --owner-email signs in as that owner instead (run it with the gateway\'s ACG_DATA_DIR). The operator credential ' +
+    'dev issuer, --owner-email signs in as that owner instead (run it with the gateway\'s ACG_DATA_DIR); given both, --owner-email ' +
+    'wins and ACG_OWNER_TOKEN is not sent. A live gateway takes ACG_OWNER_TOKEN only. The operator credential ' +
     'cannot: what it reads and changes is the owner\'s.';
   const ownerEmail = '--owner-email <email>';
-  const ownerEmailHelp = "dev mode: sign in as this owner with the gateway's built-in dev issuer (instead of ACG_OWNER_TOKEN)";
+  const ownerEmailHelp = "dev mode: sign in as this owner with the gateway's built-in dev issuer; it wins over ACG_OWNER_TOKEN when both are given";
   mandate
     .command('show')
     .description("print the agent's mandate in force, with each budget's usage, as JSON (GET /v1/owner/agents/{id}/mandate)")
@@ -336,7 +337,7 @@ export function buildCli(): Command {
 
   const freezeHelp =
     '\n\nThe command talks to the gateway at ACG_BASE_URL as the agent\'s owner: ACG_OWNER_TOKEN holds the owner\'s session token, or in dev ' +
-    'mode --owner-email signs in as that owner (as for acg agent mandate).';
+    'mode --owner-email signs in as that owner (given both, --owner-email wins; a live gateway takes ACG_OWNER_TOKEN only), as for acg agent mandate.';
   agent
     .command('freeze')
     .description('stop the agent and every delegate below it from spending, and print the agent and the freeze report as JSON')

@@ -724,6 +724,40 @@ describe('acg agent mandate show and set', () => {
     );
   });
 
+  it('says a live gateway takes no --owner-email, on every command that takes it (found from outside: its 401 was said as an expired session)', async () => {
+    const live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com' } });
+    try {
+      // The dev gateway's data directory, with the dev issuer's keys a session would be signed with.
+      const liveEnv = { ACG_BASE_URL: live.url, ACG_DATA_DIR: devDir };
+      for (const args of [
+        ['agent', 'mandate', 'show', 'agt_x'],
+        ['agent', 'mandate', 'set', 'agt_x', '--file', file({})],
+        ['agent', 'freeze', 'agt_x'],
+        ['agent', 'unfreeze', 'agt_x'],
+        ['agent', 'delegates', 'list', 'agt_x'],
+        ['agent', 'delegates', 'create', 'agt_x', '--name', 'Buyer', '--subject', 'cli-live'],
+      ]) {
+        expect(await acg(workDir, liveEnv, ...args, '--owner-email', 'ada@example.com'), args.join(' ')).toEqual({
+          code: 2,
+          stdout: '',
+          stderr:
+            `the gateway at ${live.url} runs in live mode: --owner-email works in dev mode only (it signs a session with the dev gateway's built-in issuer): ` +
+            "set ACG_OWNER_TOKEN to the owner's session token\n",
+        });
+      }
+    } finally {
+      await live.close();
+    }
+  });
+
+  it('--help says which owner credential wins when both are given: --owner-email over ACG_OWNER_TOKEN', async () => {
+    for (const route of [['agent', 'mandate', 'show'], ['agent', 'mandate', 'set'], ['agent', 'freeze'], ['agent', 'unfreeze'], ['agent', 'delegates', 'list'], ['agent', 'delegates', 'create']]) {
+      const { out } = await parse(...route, '--help');
+      expect(out.replace(/\s+/g, ' '), route.join(' ')).toContain('it wins over ACG_OWNER_TOKEN when both are given');
+      expect(out.replace(/\s+/g, ' '), route.join(' ')).toMatch(/given both, --owner-email wins/);
+    }
+  });
+
   it('signs in with --owner-email when ACG_OWNER_TOKEN is set too: the option given wins over the environment, on every command that takes it', async () => {
     const devEnv = { ACG_BASE_URL: dev.url, ACG_DATA_DIR: devDir, ACG_OWNER_TOKEN: 'not-a-token' };
     const missing = 'agt_nosuchagent';

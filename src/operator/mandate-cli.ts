@@ -7,7 +7,7 @@
 // --owner-email (what `acg dev token human` mints). Each refusal is one line a person can act on.
 import { existsSync, readFileSync, statSync, type Stats } from 'node:fs';
 import type { Config } from '../platform/config.ts';
-import { callGateway, describeProblem, GatewayNotRunning, gatewayAnswers, NoAnswer, missingDevIssuerKeys, noGatewayAt, type GatewayAnswer } from './client.ts';
+import { callGateway, describeProblem, GatewayNotRunning, gatewayAnswers, gatewayMode, liveGatewayAt, NoAnswer, missingDevIssuerKeys, noGatewayAt, type GatewayAnswer } from './client.ts';
 
 /** A dev session lives only as long as one command needs it. */
 const DEV_SESSION_LIFETIME_S = 300;
@@ -68,6 +68,11 @@ async function devSession(config: Config, email: string): Promise<OwnerCredentia
   }
   const malformed = emailProblem('--owner-email', email);
   if (malformed) fail(malformed);
+  // A live gateway trusts no dev session: said as what it is, before a session is signed and sent (found from outside:
+  // its 401 was said as an expired session).
+  if ((await gatewayMode(config.baseUrl)) === 'live') {
+    fail(liveGatewayAt(config.baseUrl, "--owner-email works in dev mode only (it signs a session with the dev gateway's built-in issuer): set ACG_OWNER_TOKEN to the owner's session token"));
+  }
   const { devIssuerKeysFile, loadDevIssuerKeys, mintDevToken } = await import('../identity/dev-issuers.ts');
   const file = devIssuerKeysFile(config.dataDir);
   if (!existsSync(file)) fail(await missingDevIssuerKeys(config, file));
