@@ -275,7 +275,8 @@ export function buildCli(): Command {
       '\nEvery invariant (each operation\'s journal sums to zero; lots, holds, balances, earnings and budget totals agree with what ' +
         'the holds and the journal say) is checked in one read-only snapshot, so a gateway on PostgreSQL may run meanwhile; with the ' +
         'embedded database, stop the gateway first. It writes nothing. Each invariant is said as it is checked; a broken one with ' +
-        'the rows that break it. Exit 0 when all hold, 1 when one does not, 2 when the database cannot be read or the command is misused (every acg usage error exits 2). docs/operations.md, ' +
+        'the rows that break it. Exit 0 when all hold, 1 when one does not, 2 when the database cannot be read, is not at this release\'s ' +
+        'schema (it never migrates: acg migrate, or the release the gateway runs), or the command is misused (every acg usage error exits 2). docs/operations.md, ' +
         '"After a failover".',
     )
     .action(async (options: { examples: string }) => {

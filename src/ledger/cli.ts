@@ -7,6 +7,7 @@ import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { embeddedDatabaseDir, openDatabase } from '../platform/db/open.ts';
 import { cannotOpenDatabase } from '../platform/db/faults.ts';
+import { schemaRefusal, schemaState, type SchemaState } from '../platform/db/migrate.ts';
 import { checkLedgerInvariants, INVARIANT_EXAMPLES_DEFAULT, LEDGER_INVARIANTS } from './invariants.ts';
 
 /** The most rows of a broken invariant --examples may ask for. */
@@ -33,13 +34,22 @@ export async function checkLedger(config: Config, options: { examples?: string }
   }
   const where = config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : `PGlite in ${config.dataDir}`;
   let db: Database;
+  let schema: SchemaState;
   try {
     db = await openDatabase({ ...config, db: { ...config.db, statementTimeoutMs: INVARIANT_TIMEOUT_MS } });
-    await db.query('SELECT 1');
+    schema = await schemaState(db);
   } catch (error) {
     // A gateway holding the embedded database is said by the error itself (stop it first); any other failure (a
     // directory of another user's, say) is not blamed on one (found from outside: the hint was given for both).
     fail(cannotOpenDatabase(error));
+  }
+  // The invariants are this release's queries: a database without the gateway's schema, or at another release's, is
+  // said as such, as acg keys says it, not as the first query's SQL error (found from outside: `relation
+  // "journal_entries" does not exist`). Never migrated here: a check must not change what it looks at.
+  const refusal = schemaRefusal(schema);
+  if (refusal !== undefined) {
+    await db.close();
+    fail(refusal);
   }
   process.stdout.write(`checking the ledger's ${LEDGER_INVARIANTS.length} invariants in ${where}, in one snapshot\n`);
   let broken = 0;
@@ -57,7 +67,7 @@ export async function checkLedger(config: Config, options: { examples?: string }
       },
     });
   } catch (error) {
-    // A schema older or newer than this release's, or a database lost midway.
+    // A database lost midway.
     await db.close();
     fail(`cannot check the ledger: ${(error as Error).message}`);
   }

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkLedgerInvariants, LEDGER_INVARIANTS, ledgerViolations } from '../../src/ledger/invariants.ts';
-import { migrate } from '../../src/platform/db/migrate.ts';
+import { listMigrations, migrate } from '../../src/platform/db/migrate.ts';
 import { openDatabase } from '../../src/platform/db/open.ts';
 import { loadConfig } from '../../src/platform/config.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
@@ -94,6 +94,17 @@ describe('acg credit check', () => {
       expect(broken.stdout.trim().split('\n').at(-1)).toBe(`1 of ${LEDGER_INVARIANTS.length} invariants broken`);
 
       expect(await acg('credit', 'check', '--examples', 'many')).toMatchObject({ code: 2, stderr: '--examples must be a whole number from 0 to 1000\n' });
+
+      // A schema behind this release's: said as acg keys says it, not as a query's SQL error; nothing migrated.
+      const last = listMigrations().at(-1)!;
+      const rewinder = await openDatabase({ dataDir, databaseUrl: database?.url, db: dbSettings });
+      await rewinder.query('DELETE FROM schema_migrations WHERE version = $1', [last.version]);
+      await rewinder.close();
+      expect(await acg('credit', 'check')).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'the database\'s schema is behind this release: run acg migrate first (during an upgrade, once the older instances are drained: docs/operations.md, "Upgrading to a new release"), or run the release the gateway runs\n',
+      });
       if (!database) {
         const typo = path.join(dataDir, 'typo');
         expect(await run(process.execPath, [ACG, 'credit', 'check'], { env: { ...env, ACG_DATA_DIR: typo } }).catch((error: { code: number; stderr: string }) => error)).toMatchObject({
@@ -101,6 +112,29 @@ describe('acg credit check', () => {
           stderr: expect.stringContaining(`there is no database in ${typo}`),
         });
       }
+    } finally {
+      await database?.drop();
+    }
+  }, 90_000);
+
+  it('says a database without the gateway\'s schema holds none and to run acg migrate, as acg keys does, exit 2 (found from outside: `relation "journal_entries" does not exist`)', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-credit-check-empty-'));
+    const database = onPostgres() ? await createPostgresDatabase() : undefined;
+    try {
+      // An embedded database that exists, never migrated (on PostgreSQL, a new database).
+      const db = await openDatabase({ dataDir, databaseUrl: database?.url, db: loadConfig({ LOG_LEVEL: 'silent' }).db });
+      await db.query('SELECT 1');
+      await db.close();
+      const env = { ...process.env, ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '', LOG_LEVEL: 'silent' };
+      const refused = await run(process.execPath, [ACG, 'credit', 'check'], { env }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, stdout: error.stdout, stderr: error.stderr }),
+      );
+      expect(refused).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: "this database holds no gateway schema: run acg migrate (or start the gateway) first, or point DATABASE_URL / ACG_DATA_DIR at the gateway's\n",
+      });
     } finally {
       await database?.drop();
     }

@@ -142,6 +142,23 @@ export async function schemaState(db: Database, dir = MIGRATIONS_DIR): Promise<S
   return rows.length >= migrations.length ? { state: 'current' } : { state: 'behind' };
 }
 
+/**
+ * What a command that needs this release's schema and never migrates (`acg credit check`, which must not change what it
+ * checks; `acg keys`) says of a database at any other, or undefined when it is current.
+ */
+export function schemaRefusal(schema: SchemaState): string | undefined {
+  switch (schema.state) {
+    case 'current':
+      return undefined;
+    case 'none':
+      return "this database holds no gateway schema: run acg migrate (or start the gateway) first, or point DATABASE_URL / ACG_DATA_DIR at the gateway's";
+    case 'behind':
+      return 'the database\'s schema is behind this release: run acg migrate first (during an upgrade, once the older instances are drained: docs/operations.md, "Upgrading to a new release"), or run the release the gateway runs';
+    case 'newer':
+      return schema.refusal;
+  }
+}
+
 /** How often a running instance looks for a newer release's migrations (see SchemaWatch). */
 export const SCHEMA_WATCH_INTERVAL_MS = 5_000;
 
