@@ -177,7 +177,13 @@ export function buildCli(): Command {
   program
     .command('serve')
     .description('run the gateway (applies pending migrations first)')
-    .addHelpText('after', '\nIts settings are environment variables (acg --help lists them), e.g. PORT=9090 npx acg serve, or PORT=9090 npm start.')
+    .addHelpText(
+      'after',
+      '\nExample: PORT=9090 npx acg serve   (the same as PORT=9090 npm start)\n' +
+        '         ACG_MODE=live ACG_BASE_URL=https://credit.example.com DATABASE_URL=postgres://acg@db.internal/acg … npx acg serve\n\n' +
+        'Its settings are environment variables: acg --help lists them, docs/configuration.md describes them (live mode needs more ' +
+        'than these: its start-up log names each missing one), and docs/operations.md says how to run it.',
+    )
     .action(async () => {
       const { serve } = await import('./server.ts');
       await serve();
@@ -188,7 +194,8 @@ export function buildCli(): Command {
     .description('apply pending database migrations and exit')
     .addHelpText(
       'after',
-      '\nThe database is DATABASE_URL (PostgreSQL) or, without it, the embedded one in ACG_DATA_DIR (stop the gateway first). ' +
+      '\nExample: DATABASE_URL=postgres://acg@db.internal/acg npx acg migrate   (or, with the dev gateway stopped: npx acg migrate)\n\n' +
+        'The database is DATABASE_URL (PostgreSQL) or, without it, the embedded one in ACG_DATA_DIR (stop the gateway first). ' +
         'Every pending migration is applied in one transaction: all of them or none. Exit 0 when the schema is current; exit 2, ' +
         'with one line, when a migration fails (none is applied: the database stays as it was), when the database was migrated ' +
         'by a newer release (this one must not run on it), or when the database cannot be reached. `acg serve` migrates at start ' +
@@ -272,7 +279,8 @@ export function buildCli(): Command {
     .option('--examples <n>', 'rows shown of each broken invariant', '5')
     .addHelpText(
       'after',
-      '\nEvery invariant (each operation\'s journal sums to zero; lots, holds, balances, earnings and budget totals agree with what ' +
+      '\nExample: DATABASE_URL=postgres://acg@db.internal/acg npx acg credit check --examples 20   (exit 0: every invariant holds)\n\n' +
+        'Every invariant (each operation\'s journal sums to zero; lots, holds, balances, earnings and budget totals agree with what ' +
         'the holds and the journal say) is checked in one read-only snapshot, so a gateway on PostgreSQL may run meanwhile; with the ' +
         'embedded database, stop the gateway first. It writes nothing. Each invariant is said as it is checked; a broken one with ' +
         'the rows that break it. Exit 0 when all hold, 1 when one does not, 2 when the database cannot be read, is not at this release\'s ' +
@@ -433,7 +441,8 @@ export function buildCli(): Command {
     .description('walk a whole purchase against the running dev gateway, printing each HTTP request and the answer')
     .addHelpText(
       'after',
-      '\nStart the gateway first (npm start) and run this with the same ACG_DATA_DIR, PORT / ACG_BASE_URL. It creates (or reuses) an ' +
+      '\nExample: npm start in one terminal; then, in another, in the same directory: npx acg demo\n\n' +
+        'Start the gateway first (npm start) and run this with the same ACG_DATA_DIR, PORT / ACG_BASE_URL. It creates (or reuses) an ' +
         'owner, an agent, a merchant with a verified dev-zone domain and an offer, tops the agent up to 5 credits, then buys twice: one ' +
         'voucher is partly captured, the other released. Safe to run again: it reuses what exists and buys again.',
     )
@@ -450,7 +459,12 @@ export function buildCli(): Command {
     .argument('[name]', 'DNS name, e.g. _acceptor-verify.shop.example.com')
     .argument('[value]', 'TXT value, published exactly as given')
     .option('--merchant <merchantId>', "publish this merchant's _acceptor-verify record")
-    .addHelpText('after', '\nThen POST /v1/merchants/{id}/verify-domain finds it. The gateway must be running (npm start) with the same ACG_DATA_DIR.')
+    .addHelpText(
+      'after',
+      '\nExample: npx acg dev dns publish --merchant mer_…   (then POST /v1/merchants/mer_…/verify-domain as its owner)\n' +
+        '         npx acg dev dns publish _acceptor-verify.shop.example.com "acg-domain-verification=…"\n\n' +
+        'Then POST /v1/merchants/{id}/verify-domain finds it. The gateway must be running (npm start) with the same ACG_DATA_DIR.',
+    )
     .action(async (name: string | undefined, value: string | undefined, options: { merchant?: string }) => {
       const { publishDevRecord } = await import('./sandbox/cli.ts');
       await publishDevRecord(configOrExit(), { merchant: options.merchant, name, value });
@@ -462,6 +476,15 @@ export function buildCli(): Command {
     .requiredOption('--email <email>', "the owner's verified email, required")
     .option('--subject <subject>', 'subject at the human issuer (default: derived from the email)')
     .option('--lifetime-s <seconds>', 'token lifetime in seconds', '3600')
+    .addHelpText(
+      'after',
+      '\nExample: HUMAN=$(npx acg dev token human --email ada@example.com)\n' +
+        '         curl http://127.0.0.1:8080/v1/me -H "authorization: Bearer $HUMAN"\n\n' +
+        'It prints the token alone on stdout, so $(…) takes it. Send it as "authorization: Bearer <token>" to the owner\'s routes ' +
+        '(/v1/me, /v1/owner/agents, /v1/merchants, …: /docs lists them), or set ACG_OWNER_TOKEN to it for acg agent …; it signs in ' +
+        'the owner of --subject (by default human:<email>), who is registered at its first use. Only the dev gateway started with this ACG_BASE_URL and ACG_DATA_DIR accepts it ' +
+        '(its built-in issuer\'s keys are there); it expires after --lifetime-s.',
+    )
     .action(async (options: { email: string; subject?: string; lifetimeS: string }) => {
       await printDevToken('human', { email: options.email, subject: options.subject ?? `human:${options.email.toLowerCase()}`, lifetimeS: options.lifetimeS });
     });
@@ -471,6 +494,15 @@ export function buildCli(): Command {
     .requiredOption('--subject <subject>', 'subject of the agent at the agent issuer (register it first with POST /v1/owner/agents), required')
     .requiredOption('--owner-email <email>', "the owner's verified email (must match the owner's human identity), required")
     .option('--lifetime-s <seconds>', 'token lifetime in seconds', '3600')
+    .addHelpText(
+      'after',
+      '\nExample: AGENT=$(npx acg dev token agent --subject scout --owner-email ada@example.com)\n' +
+        '         curl http://127.0.0.1:8080/v1/me -H "authorization: Bearer $AGENT"\n\n' +
+        'It prints the token alone on stdout, so $(…) takes it. The agent sends it as "authorization: Bearer <token>" to the agent\'s ' +
+        'routes (/v1/me, POST /v1/vouchers to buy, …: /docs lists them). The gateway takes it once the owner has registered an agent with ' +
+        'this subject at the dev agent issuer (POST /v1/owner/agents, identity {"issuer": "<ACG_BASE_URL>/dev/issuers/agent", "subject": ' +
+        '"scout"}). Only the dev gateway started with this ACG_BASE_URL and ACG_DATA_DIR accepts it; it expires after --lifetime-s.',
+    )
     .action(async (options: { subject: string; ownerEmail: string; lifetimeS: string }) => {
       await printDevToken('agent', { subject: options.subject, ownerEmail: options.ownerEmail, lifetimeS: options.lifetimeS });
     });

@@ -83,6 +83,27 @@ describe('acg --help', () => {
   });
 });
 
+describe('acg --help shows an example', () => {
+  it('on every command page (found from outside: migrate, credit check, demo, dev token and dev dns publish had none; keys is its own change)', async () => {
+    const pages = everyCommand(buildCli()).filter((command) => command.commands.length === 0 && commandPath(command)[0] !== 'keys');
+    expect(pages.length).toBeGreaterThan(12);
+    for (const command of pages) {
+      const route = commandPath(command);
+      expect((await parse(...route, '--help')).out, route.join(' ')).toMatch(new RegExp(`\\nExample: .*npx acg ${route.join(' ')}`));
+    }
+  });
+
+  it('says, for a dev token, what to do with it: where it is sent, and which gateway takes it', async () => {
+    for (const kind of ['human', 'agent']) {
+      const { out } = await parse('dev', 'token', kind, '--help');
+      const words = out.replace(/\s+/g, ' ');
+      expect(words, kind).toContain('It prints the token alone on stdout, so $(…) takes it.');
+      expect(words, kind).toContain('"authorization: Bearer <token>"');
+      expect(words, kind).toContain('Only the dev gateway started with this ACG_BASE_URL and ACG_DATA_DIR accepts it');
+    }
+  });
+});
+
 describe('acg --help lists the environment', () => {
   it("names every variable of the gateway's, and the OTEL_* variables of tracing with where they are listed", async () => {
     const { out } = await parse('--help');
