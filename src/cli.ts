@@ -444,7 +444,9 @@ export function buildCli(): Command {
       '\nExample: npm start in one terminal; then, in another, in the same directory: npx acg demo\n\n' +
         'Start the gateway first (npm start) and run this with the same ACG_DATA_DIR, PORT / ACG_BASE_URL. It creates (or reuses) an ' +
         'owner, an agent, a merchant with a verified dev-zone domain and an offer, tops the agent up to 5 credits, then buys twice: one ' +
-        'voucher is partly captured, the other released. Safe to run again: it reuses what exists and buys again.',
+        'voucher is partly captured, the other released. Safe to run again: it reuses what exists and buys again. Exit 0 when the ' +
+        'purchase is done; exit 2, with one line naming the request and the answer, when a step is refused or what answers is not the ' +
+        'gateway (as every acg command\'s refusal).',
     )
     .action(async () => {
       const { runDemo } = await import('./sandbox/demo.ts');

@@ -25,15 +25,12 @@ const REQUEST_TIMEOUT_MS = 30_000;
 /** How often a run asks for a hold when runs started together keep spending the credit it topped up. */
 const MINT_ATTEMPTS = 3;
 
-/** Why the demo stopped: exit 2 when it could not start talking to a gateway (a refusal), 1 when a step failed. */
-class DemoFailure extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: 1 | 2 = 1,
-  ) {
-    super(message);
-  }
-}
+/**
+ * Why the demo stopped: a step the gateway refused, an answer that is not the gateway's, a voucher that did not verify.
+ * Exit 2, as every acg command's refusal (found from outside: a refused step exited 1, which the credit commands
+ * keep for a broken ledger invariant).
+ */
+class DemoFailure extends Error {}
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -92,7 +89,7 @@ class Answer {
     if (fits(value)) return value;
     const field = `${this.at}${path}`;
     const found = value === undefined || value === null ? `without ${field}` : `with ${field} not ${kind}`;
-    throw new DemoFailure(`${this.source} ${found}: is the gateway at ${this.baseUrl}?`, 2);
+    throw new DemoFailure(`${this.source} ${found}: is the gateway at ${this.baseUrl}?`);
   }
 }
 
@@ -150,8 +147,8 @@ class Demo {
       });
     } catch (error) {
       const code = (error as { cause?: { code?: string } }).cause?.code;
-      // Nothing to talk to at the address (refused, no such host): the command's refusal, exit 2 as the others'.
-      if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') throw new DemoFailure(noGatewayAt(this.config), 2);
+      // Nothing to talk to at the address (refused, no such host).
+      if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') throw new DemoFailure(noGatewayAt(this.config));
       throw new DemoFailure(`${call.method} ${call.path} failed: ${code ?? (error as Error).message}`);
     }
     const text = await response.text();
@@ -159,14 +156,14 @@ class Demo {
     try {
       parsed = text ? JSON.parse(text) : {};
     } catch {
-      // Something else answers at the address (another dev server on the port): the command's refusal, exit 2.
-      throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} with a body that is not JSON: is the gateway at ${this.config.baseUrl}?`, 2);
+      // Something else answers at the address (another dev server on the port).
+      throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} with a body that is not JSON: is the gateway at ${this.config.baseUrl}?`);
     }
     if (!call.expect.includes(response.status)) {
       const problem = isObject(parsed) ? parsed : {};
       // The gateway refuses with a problem body, never with nothing: something else answers at the address.
       if (response.status >= 400 && typeof problem.code !== 'string') {
-        throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} with no problem body: is the gateway at ${this.config.baseUrl}?`, 2);
+        throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} with no problem body: is the gateway at ${this.config.baseUrl}?`);
       }
       throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} ${problem.code ?? ''}: ${problem.detail ?? problem.title ?? text}`);
     }
@@ -212,7 +209,7 @@ export async function runDemo(config: Config): Promise<void> {
   } catch (error) {
     if (!(error instanceof DemoFailure)) throw error;
     process.stderr.write(`\nacg demo stopped: ${error.message}\n`);
-    process.exit(error.exitCode);
+    process.exit(2);
   }
 }
 

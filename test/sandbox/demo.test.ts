@@ -173,9 +173,19 @@ describe('acg demo against a server whose JSON is not the gateway\'s', () => {
     }
   }, 60_000);
 
-  it('names a refusal with a problem body as the gateway\'s (a step failed: exit 1)', async () => {
+  it('names a refusal with a problem body as the gateway\'s, exit 2 as every acg command\'s refusal (found from outside: exit 1, which the credit commands keep for a broken invariant)', async () => {
     const stopped = await demoAgainst({ 'GET /v1/me': [403, '{"code":"forbidden","detail":"not you"}'] });
-    expect(stopped).toMatchObject({ code: 1, stderr: '\nacg demo stopped: GET /v1/me answered HTTP 403 forbidden: not you\n' });
+    expect(stopped).toMatchObject({ code: 2, stderr: '\nacg demo stopped: GET /v1/me answered HTTP 403 forbidden: not you\n' });
+    // The operator credential refused at the top-up, as with ACG_OPERATOR_TOKEN=wrong.
+    const owner = JSON.stringify({ owner: { id: 'own_1', email: 'demo-owner@example.com' } });
+    const unauthorized = await demoAgainst({
+      'GET /v1/me': [200, owner],
+      'GET /v1/owner/agents?limit=100': [200, '{"agents":[]}'],
+      'POST /v1/owner/agents': [201, '{"id":"agt_1"}'],
+      'GET /v1/owner/agents/agt_1/balance': [200, '{"availableUc":"0"}'],
+      'POST /v1/operator/credit-grants': [401, '{"code":"unauthorized","detail":"the operator credential is missing or wrong"}'],
+    });
+    expect(unauthorized).toMatchObject({ code: 2, stderr: '\nacg demo stopped: POST /v1/operator/credit-grants answered HTTP 401 unauthorized: the operator credential is missing or wrong\n' });
   }, 60_000);
 });
 
