@@ -531,6 +531,14 @@ async function printDevToken(
     process.stderr.write('--lifetime-s must be a whole number of seconds between 60 and 86400\n');
     process.exit(2);
   }
+  // The gateway's bound for a subject, as its dev issuer's sign-in states it (an agent's registration bounds it alike):
+  // a longer one was minted without complaint, a token no agent registration could match (found from outside).
+  const { DevLoginBody } = await import('./oauth/schemas.ts');
+  const subjectCharsMax = DevLoginBody.properties.subject.maxLength ?? Number.POSITIVE_INFINITY;
+  if (options.subject.length > subjectCharsMax) {
+    process.stderr.write(`--subject must be at most ${subjectCharsMax} characters, as the gateway takes a subject; it is ${options.subject.length}\n`);
+    process.exit(2);
+  }
   const { emailProblem } = await import('./operator/mandate-cli.ts');
   const malformed = kind === 'human' ? emailProblem('--email', options.email ?? '') : emailProblem('--owner-email', options.ownerEmail ?? '');
   if (malformed) {

@@ -436,6 +436,22 @@ describe('commands aimed at a running gateway', () => {
     expect(good.stdout).toMatch(/^ey[\w-]+\.[\w-]+\.[\w-]+\n$/);
   });
 
+  it('mints no dev token for a subject longer than the gateway takes (200 characters): one line, exit 2 (found from outside: 3000 were minted)', async () => {
+    const env = { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url };
+    const long = 's'.repeat(3000);
+    for (const args of [['human', '--email', 'ada@example.com', '--subject', long], ['agent', '--subject', long, '--owner-email', 'ada@example.com']]) {
+      expect(await acg(elsewhere, env, 'dev', 'token', ...args), args[0]).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: '--subject must be at most 200 characters, as the gateway takes a subject; it is 3000\n',
+      });
+    }
+    // At the bound, as an agent's registration takes it: minted.
+    const minted = await acg(elsewhere, env, 'dev', 'token', 'agent', '--subject', 'a'.repeat(200), '--owner-email', 'edge@example.com');
+    expect(minted.code, minted.stderr).toBe(0);
+    expect(minted.stdout).toMatch(/^ey[\w-]+\.[\w-]+\.[\w-]+\n$/);
+  });
+
   it('says a gateway runs but the operator credential is not here, and creates no database, when run from another directory', async () => {
     const refused = await acg(elsewhere, { ACG_BASE_URL: world.url }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '5000000');
     expect(refused.code).toBe(2);
