@@ -173,14 +173,17 @@ function integer(env: Env, name: string, fallback: number, problems: string[]): 
   const [min, max] = range;
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
+  // One line for every value outside the range, a number or not, as `acg --help` states the range (found from outside:
+  // PORT=-1 and PORT=abc were told in two wordings).
+  const outOfRange = `${name} must be a whole number from ${min} to ${max}, got "${raw}"`;
   if (!/^-?[0-9]+$/.test(raw)) {
-    problems.push(`${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
+    problems.push(outOfRange);
     return fallback;
   }
   // Compared exactly, and named as written: a negative one, or one past 2^53 (which Number would round), is out of range too.
   const exact = BigInt(raw);
   if (exact < BigInt(min) || exact > BigInt(max)) {
-    problems.push(`${name} must be between ${min} and ${max}, got ${raw}`);
+    problems.push(outOfRange);
     return fallback;
   }
   return Number(exact);

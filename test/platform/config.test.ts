@@ -71,14 +71,16 @@ describe('whole-number settings', () => {
   it('refuse at start-up a value just outside that range, naming it, and take its ends', () => {
     for (const variable of ranged) {
       const [min, max] = variable.range!;
-      expect(() => loadConfig({ [variable.name]: String(max + 1) }), variable.name).toThrow(`${variable.name} must be between ${min} and ${max}, got ${max + 1}`);
-      if (min > 0) expect(() => loadConfig({ [variable.name]: String(min - 1) }), variable.name).toThrow(`${variable.name} must be between ${min} and ${max}, got ${min - 1}`);
+      expect(() => loadConfig({ [variable.name]: String(max + 1) }), variable.name).toThrow(`${variable.name} must be a whole number from ${min} to ${max}, got "${max + 1}"`);
+      if (min > 0) expect(() => loadConfig({ [variable.name]: String(min - 1) }), variable.name).toThrow(`${variable.name} must be a whole number from ${min} to ${max}, got "${min - 1}"`);
     }
     // A negative value, or one past 2^53, is out of range too, named as written (found from outside: "must be a whole
     // number" without the range, and a huge PORT echoed rounded).
-    expect(() => loadConfig({ PORT: '-1' })).toThrow('PORT must be between 0 and 65535, got -1');
-    expect(() => loadConfig({ PORT: '99999999999999999999' })).toThrow('PORT must be between 0 and 65535, got 99999999999999999999');
+    // One wording for every value outside the range, a number or not (found from outside: -1 and abc were told two ways).
+    expect(() => loadConfig({ PORT: '-1' })).toThrow('PORT must be a whole number from 0 to 65535, got "-1"');
+    expect(() => loadConfig({ PORT: '99999999999999999999' })).toThrow('PORT must be a whole number from 0 to 65535, got "99999999999999999999"');
     expect(() => loadConfig({ PORT: '80.5' })).toThrow('PORT must be a whole number from 0 to 65535, got "80.5"');
+    expect(() => loadConfig({ PORT: 'abc' })).toThrow('PORT must be a whole number from 0 to 65535, got "abc"');
     const ends = loadConfig({ ACG_DB_POOL_SIZE_MAX: '8', ACG_RATE_LIMIT_WINDOW_S: '3600' });
     expect([ends.db.poolSizeMax, ends.rateLimit.windowS]).toEqual([8, 3600]);
   });
@@ -153,7 +155,7 @@ describe('live mode refuses what would run it insecurely', () => {
   it('names an out-of-range PORT in one line, with no stack from the settings built on it (found from outside: TypeError Invalid URL)', () => {
     for (const port of ['99999', '65536']) {
       expect(() => loadConfig({ PORT: port })).toThrow(ConfigError);
-      expect(() => loadConfig({ PORT: port })).toThrow(`PORT must be between 0 and 65535, got ${port}`);
+      expect(() => loadConfig({ PORT: port })).toThrow(`PORT must be a whole number from 0 to 65535, got "${port}"`);
     }
   });
 
