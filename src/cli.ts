@@ -408,10 +408,17 @@ export function buildCli(): Command {
     });
 
   const keys = program.command('keys').description("the gateway's ES256 signing keys (published at /.well-known/jwks.json)");
+  const keysDatabase =
+    '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time. It never migrates: the database must be at the schema of this release (acg migrate).';
+  const uncheckedBoxKey =
+    "live mode: go on though nothing shows ACG_SECRET_BOX_KEY is the instances' own (no instance with one has served on this database yet)";
   keys
     .command('list')
     .description('show each key in the database: upcoming, signing, retired (still verifying) or expired')
-    .addHelpText('after', '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time. It never migrates: the database must be at the schema of this release (acg migrate).')
+    .addHelpText(
+      'after',
+      `${keysDatabase}\nWith ACG_SECRET_BOX_KEY set, a sealed key that does not open with it says so: one a rotation with another box key left.`,
+    )
     .action(async () => {
       const { listKeys } = await import('./keys/cli.ts');
       await listKeys(configOrExit());
@@ -422,18 +429,36 @@ export function buildCli(): Command {
     .option('--lead-s <seconds>', 'publication lead before the new key signs (covers every instance\'s key reload and 300 s JWKS caches)', '600')
     .option('--retention-s <seconds>', 'how long replaced keys stay published after they stop signing (the longest token life: vouchers live as long as a hold)', '604800')
     .option('--expire-now', 'for a leaked key: the new key signs now, and the replaced keys stop signing and verifying now (everything they signed stops verifying)')
+    .option('--unchecked-box-key', `${uncheckedBoxKey}: for the first key of a new deployment; every instance must then run with this box key`)
     .addHelpText(
       'after',
-      '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time. It never migrates: the database must be at the schema of this release (acg migrate).' +
+      keysDatabase +
+        "\nLive mode seals the new key with ACG_SECRET_BOX_KEY, and only with the instances' own: each serving instance keeps a check of its box key in the database, which this key must open (exit 2 otherwise)." +
         '\nA leaked key: `acg keys rotate --expire-now`; every instance stops trusting it within 5 s, its key reload (docs/operations.md, "A signing key leaked").',
     )
-    .action(async (options: { leadS: string; retentionS: string; expireNow?: boolean }, command: Command) => {
+    .action(async (options: { leadS: string; retentionS: string; expireNow?: boolean; uncheckedBoxKey?: boolean }, command: Command) => {
       if (options.expireNow && (command.getOptionValueSource('leadS') === 'cli' || command.getOptionValueSource('retentionS') === 'cli')) {
         process.stderr.write('--expire-now takes no --lead-s or --retention-s: the new key signs now and the replaced keys stop verifying now\n');
         process.exit(2);
       }
       const { rotateKeys } = await import('./keys/cli.ts');
       await rotateKeys(configOrExit(), options);
+    });
+  keys
+    .command('withdraw')
+    .description('remove a key that never signed: one still upcoming, or one no instance can open (sealed with another box key than theirs)')
+    .argument('<kid>', "the key's id, as acg keys list shows it")
+    .option('--unchecked-box-key', `${uncheckedBoxKey}: withdraw a key that does not open with it anyway`)
+    .addHelpText(
+      'after',
+      `${keysDatabase}\nA key that may have signed is refused (what it signed would stop verifying): acg keys rotate replaces it. A key that is due to sign is ` +
+        "withdrawn only when ACG_SECRET_BOX_KEY, shown to be the instances' own, does not open it: the way out of a rotation run with a mistaken box key. " +
+        'The keys it was to replace go on signing. In live mode a key kept unsealed (ignored) is withdrawn too.\n\n' +
+        'Example: ACG_MODE=live ACG_SECRET_BOX_KEY=… DATABASE_URL=postgres://…/acg npx acg keys withdraw x_DLFk…; then npx acg keys rotate with the same environment',
+    )
+    .action(async (kid: string, options: { uncheckedBoxKey?: boolean }) => {
+      const { withdrawKey } = await import('./keys/cli.ts');
+      await withdrawKey(configOrExit(), kid, options);
     });
 
   program

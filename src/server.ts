@@ -15,7 +15,8 @@ import { createGateway, createLogger, migrateAndReport, type Gateway } from './p
 import { openFrontDoor, type FrontDoor } from './platform/http/front-door.ts';
 import { tracedRequests } from './platform/http/tracing.ts';
 import { applyHeapPolicy } from './platform/heap.ts';
-import { checkConfiguredKey } from './platform/signing.ts';
+import { BOX_KEY_CHECK_INTERVAL_S, configuredSecretBoxKey, recordBoxKeyCheck } from './platform/secret-box.ts';
+import { checkConfiguredKey, UnusableSigningKeysError } from './platform/signing.ts';
 import { processWideLog, startTelemetry, stopTelemetry, telemetryRequested } from './platform/telemetry.ts';
 
 const START_RETRY_FIRST_MS = 250;
@@ -71,6 +72,7 @@ async function bringUp(config: Config, db: Database, log: Logger, signal: AbortS
     try {
       await migrateAndReport(db, log);
       const gateway = await createGateway(config, { db, log, processMetrics: true, skipMigrate: true });
+      await checkSigningKeys(gateway);
       const { buildGatewayApp } = await import('./app.ts');
       const { app, missingPieces } = await buildGatewayApp(gateway);
       await app.ready();
@@ -84,6 +86,31 @@ async function bringUp(config: Config, db: Database, log: Logger, signal: AbortS
     }
   }
   return undefined;
+}
+
+/**
+ * The signing keys' word at start, before the app is built: an instance that can sign with no key because keys are
+ * sealed that it cannot open stops (UnusableSigningKeysError: one line, exit 2), where it used to fail with a stack
+ * (found from outside). One that serves records its box key's check, which `acg keys rotate` must open, and marks it
+ * seen while it runs; it warns when instances lately ran with another box key.
+ */
+async function checkSigningKeys(gateway: Gateway): Promise<void> {
+  const refusal = gateway.signing.startRefusal();
+  if (refusal !== undefined) {
+    await gateway.stop();
+    throw refusal;
+  }
+  const box = configuredSecretBoxKey(gateway.config);
+  if (box === undefined) return;
+  const { anotherSeenAtS } = await recordBoxKeyCheck(gateway.db, box);
+  if (anotherSeenAtS !== undefined) {
+    gateway.log.warn(
+      { setting: 'ACG_SECRET_BOX_KEY', anotherSeenAt: new Date(anotherSeenAtS * 1000).toISOString() },
+      "ACG_SECRET_BOX_KEY here is not the one another instance ran with lately: neither opens what the other sealed (webhook secrets, mail passwords, " +
+        'rotated signing keys), and `acg keys rotate` refuses to seal while both run. Give every instance the same box key',
+    );
+  }
+  gateway.schedule('secret-box-check', BOX_KEY_CHECK_INTERVAL_S * 1000, () => recordBoxKeyCheck(gateway.db, box));
 }
 
 /**
@@ -240,7 +267,7 @@ export async function serve(): Promise<void> {
       stop(2);
       return;
     }
-    const refusal = error instanceof MigrationError ? error.message : connectionSettingsRefusal(error);
+    const refusal = error instanceof MigrationError || error instanceof UnusableSigningKeysError ? error.message : connectionSettingsRefusal(error);
     if (refusal !== undefined) {
       log.fatal(refusal);
       process.stderr.write(`${refusal}\n`);

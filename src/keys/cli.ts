@@ -1,8 +1,8 @@
-// `acg keys list` and `acg keys rotate`: the operator's view of the gateway's ES256 signing keys and
-// the one safe way to replace the signing key. A rotation publishes the next key before it signs
-// (every instance reloads keys every KEY_RELOAD_INTERVAL_S; verifiers cache our JWKS for 300 s) and keeps the replaced
-// key published, so it still verifies, until every token it signed has expired.
-import { SystemClock } from '../platform/clock.ts';
+// `acg keys list`, `acg keys rotate` and `acg keys withdraw`: the operator's view of the gateway's ES256 signing keys,
+// the one safe way to replace the signing key, and the way to take back a key that never signed. A rotation publishes
+// the next key before it signs (every instance reloads keys every KEY_RELOAD_INTERVAL_S; verifiers cache our JWKS for
+// 300 s) and keeps the replaced key published, so it still verifies, until every token it signed has expired.
+import { databaseNowMs, SystemClock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { LedgerService } from '../ledger/service.ts';
@@ -18,9 +18,12 @@ import {
   PUBLICATION_LEAD_S_DEFAULT,
   RETIRED_KEY_RETENTION_S_DEFAULT,
   KEY_RELOAD_INTERVAL_S,
-  AnotherBoxKeyError,
+  checkRotation,
   rotateSigningKeys,
+  SigningKeyRefusal,
+  withdrawSigningKey,
   type SigningKeySummary,
+  type WithdrawalReason,
 } from '../platform/signing.ts';
 
 /** The key reload interval of every instance plus the JWKS max-age we send: below this a verifier may not know the key yet. */
@@ -78,22 +81,30 @@ async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>)
   fail(schema.refusal);
 }
 
+/** Now by the database's clock, in seconds. */
+const databaseNowS = async (db: Database): Promise<number> => Math.floor((await databaseNowMs(db)) / 1000);
+
+/** A key command's refusal (exit 2), once withDatabase has closed the database, as every other refusal of the command. */
+const refused = (error: unknown): never | Promise<never> => (error instanceof SigningKeyRefusal ? fail(error.message) : Promise.reject(error));
+
 function printKeys(keys: SigningKeySummary[], nowS: number): void {
   for (const key of keys) {
     // Live mode leaves such a key out (platform/signing.ts): whoever read the database could sign with it.
     if (key.state === 'ignored') {
-      process.stdout.write(`${key.kid}  ${key.state.padEnd(8)}  unsealed: live mode does not use it (delete it)\n`);
+      process.stdout.write(`${key.kid}  ${key.state.padEnd(8)}  unsealed: live mode does not use it (acg keys withdraw ${key.kid} removes it)\n`);
       continue;
     }
+    // A key sealed with another box key than this shell's: the one to withdraw after a rotation with a mistaken box key.
+    const opens = key.opens === false ? '  sealed with another box key than ACG_SECRET_BOX_KEY here' : '';
     process.stdout.write(
-      `${key.kid}  ${key.state.padEnd(8)}  signs from ${when(key.activeFromS, nowS)}  until ${when(key.retiredAtS, nowS)}  published until ${when(key.publishedUntilS, nowS)}\n`,
+      `${key.kid}  ${key.state.padEnd(8)}  signs from ${when(key.activeFromS, nowS)}  until ${when(key.retiredAtS, nowS)}  published until ${when(key.publishedUntilS, nowS)}${opens}\n`,
     );
   }
 }
 
 export async function listKeys(config: Config): Promise<void> {
   const nowS = new SystemClock().nowS();
-  const keys = await withDatabase(config, (db) => listSigningKeys(db, nowS, config.mode));
+  const keys = await withDatabase(config, (db) => listSigningKeys(db, nowS, config.mode, configuredSecretBoxKey(config)));
   if (config.signingKey) {
     const kid = await configuredKid(config.signingKey);
     // Live mode leaves out a configured key the table keeps unsealed (SigningKeys.reload): say so, not that it signs.
@@ -108,7 +119,7 @@ export async function listKeys(config: Config): Promise<void> {
   printKeys(keys, nowS);
 }
 
-export async function rotateKeys(config: Config, options: { leadS: string; retentionS: string; expireNow?: boolean }): Promise<void> {
+export async function rotateKeys(config: Config, options: { leadS: string; retentionS: string; expireNow?: boolean; uncheckedBoxKey?: boolean }): Promise<void> {
   // A leaked key: nothing it signed may verify any longer, whatever that breaks (Stripe's "roll key, expire now").
   const leadS = options.expireNow ? 0 : seconds('--lead-s', options.leadS, 0, 7 * 86_400);
   const retentionS = options.expireNow ? 0 : seconds('--retention-s', options.retentionS, RETENTION_S_MIN, 366 * 86_400);
@@ -127,15 +138,17 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
   }
   const nowS = new SystemClock().nowS();
   const { report, outlasting, longestHoldS } = await withDatabase(config, async (db) => {
+    const rotation = { nowS, leadS, retentionS, sealWith, uncheckedBoxKey: options.uncheckedBoxKey, mode: config.mode };
+    // A refusal before the work is said (found from outside: a refused box key was first told "generating a new key").
+    await checkRotation(db, rotation);
     // Said once the database is open: on PGlite a running gateway refuses the command before anything is made.
     process.stdout.write(`generating a new ES256 key${sealWith ? ', sealed with ACG_SECRET_BOX_KEY' : ' (dev mode: kept unsealed, as the dev key is)'}…\n`);
     return {
-      report: await rotateSigningKeys(db, { nowS, leadS, retentionS, sealWith, mode: config.mode }),
+      report: await rotateSigningKeys(db, rotation),
       outlasting: await LedgerService.heldPast(db, nowS + leadS + retentionS),
       longestHoldS: await OfferService.longestHoldLifetimeS(db),
     };
-    // Refused once withDatabase has closed the database, as every other refusal of the command.
-  }).catch((error: unknown) => (error instanceof AnotherBoxKeyError ? fail(error.message) : Promise.reject(error)));
+  }).catch(refused);
   if (outlasting.count > 0 && !options.expireNow) {
     // Their vouchers were signed by the key this replaces (found from outside: they stopped verifying offline, silently).
     process.stderr.write(
@@ -155,7 +168,7 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
   process.stdout.write(`published ${report.next.kid}; it signs from ${when(report.next.activeFromS, nowS)}\n`);
   for (const key of report.replaced) {
     if (key.state === 'ignored') {
-      process.stdout.write(`${key.kid} is unsealed: live mode does not use it (delete it)\n`);
+      process.stdout.write(`${key.kid} is unsealed: live mode does not use it (acg keys withdraw ${key.kid} removes it)\n`);
       continue;
     }
     const stops = key.retiredAtS !== null && key.retiredAtS < nowS ? 'stopped signing' : 'stops signing';
@@ -175,4 +188,34 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
     );
   }
   process.stdout.write(`running instances pick this up within ${KEY_RELOAD_INTERVAL_S} s (key reload); defaults: --lead-s ${PUBLICATION_LEAD_S_DEFAULT}, --retention-s ${RETIRED_KEY_RETENTION_S_DEFAULT}\n`);
+}
+
+const WITHDRAWN_BECAUSE: Record<WithdrawalReason, string> = {
+  upcoming: 'it was still upcoming, and signed nothing',
+  unopened: "it does not open with the instances' ACG_SECRET_BOX_KEY, so no instance signed with it",
+  ignored: 'it was kept unsealed, which live mode never uses',
+};
+
+export async function withdrawKey(config: Config, kid: string, options: { uncheckedBoxKey?: boolean }): Promise<void> {
+  // ACG_SIGNING_KEY is not in the database: it leaves with the environment, which is said rather than "no such key".
+  if (config.signingKey && (await configuredKid(config.signingKey)) === kid) {
+    fail(`${kid} is ACG_SIGNING_KEY, which is not in the database: remove it from every instance's environment and restart them (after a rotation has replaced it)`);
+  }
+  const { report, nowS } = await withDatabase(config, async (db) => {
+    const nowS = await databaseNowS(db);
+    return { report: await withdrawSigningKey(db, kid, { nowS, box: configuredSecretBoxKey(config), uncheckedBoxKey: options.uncheckedBoxKey, mode: config.mode }), nowS };
+  }).catch(refused);
+  process.stdout.write(`withdrew ${kid}: ${WITHDRAWN_BECAUSE[report.reason]}\n`);
+  for (const key of report.restored) {
+    process.stdout.write(`${key.kid} goes on signing${key.retiredAtS === null ? '' : ` until ${when(key.retiredAtS, nowS)}`}: ${kid} was to replace it\n`);
+  }
+  const signing = report.left.find((key) => key.state === 'signing');
+  if (signing) process.stdout.write(`${signing.kid} signs now\n`);
+  else if (config.signingKey) process.stdout.write('no key in the database signs now: ACG_SIGNING_KEY signs\n');
+  else {
+    process.stderr.write(
+      `warning: no key in the database signs now${report.left.some((key) => key.state === 'upcoming') ? ' (one is upcoming)' : ''}: run acg keys rotate with the instances' ACG_SECRET_BOX_KEY, or give them ACG_SIGNING_KEY\n`,
+    );
+  }
+  process.stdout.write(`running instances pick this up within ${KEY_RELOAD_INTERVAL_S} s (key reload)\n`);
 }

@@ -5,8 +5,10 @@
 // Associated data (e.g. the agent id) is authenticated but not stored: a ciphertext copied onto another
 // row fails to open there. Absent associated data is the same as empty associated data.
 import { createCipheriv, createDecipheriv, createSecretKey, type KeyObject } from 'node:crypto';
+import { databaseNowMs } from './clock.ts';
 import { ConfigError, type Config } from './config.ts';
-import { newSecretBytes } from './ids.ts';
+import type { Queryable } from './db/database.ts';
+import { newId, newSecretBytes } from './ids.ts';
 
 const VERSION = 'v1';
 const KEY_BYTES = 32;
@@ -100,4 +102,91 @@ export function openSecret(key: SecretBoxKey, sealed: string, context?: string):
     // GCM does not say which of key, nonce, ciphertext, tag or associated data was wrong, by design.
     throw new SecretBoxError('sealed secret failed authentication (tampered, wrong key or wrong context)');
   }
+}
+
+// Which box key the instances run with. A sealed value proves nothing about a box key until something opens it, and a
+// command run from an operator's shell (`acg keys rotate`) seals with whatever ACG_SECRET_BOX_KEY that shell has. So
+// each serving instance with a box key keeps a check value in the database (`secret_box_checks`, migration 0048) that
+// opens with its key, and marks it seen every BOX_KEY_CHECK_INTERVAL_S; a command that seals what instances must open
+// first proves its key opens the checks instances saw lately (found from outside: a rotation with a mistyped box key
+// was accepted on a database that held no sealed key yet, and no instance could open the key it sealed).
+
+/** How often a serving instance marks its box key's check seen. */
+export const BOX_KEY_CHECK_INTERVAL_S = 60;
+/** A check seen within this long belongs to an instance that may still run (five intervals: a missed one or two is no stop). */
+export const BOX_KEY_CHECK_RECENT_S = 5 * BOX_KEY_CHECK_INTERVAL_S;
+/** A check no instance has seen for this long is deleted when an instance adds one: its box key is gone from the fleet. */
+const BOX_KEY_CHECK_KEPT_S = 30 * 86_400;
+/** At most this many checks are read (each is one box key the instances ran with in the last 30 days; one, normally). */
+const BOX_KEY_CHECKS_READ_MAX = 100;
+const BOX_KEY_CHECK_TEXT = 'agent credit gateway: secret box check';
+const boxKeyCheckContext = (checkId: string): string => `secret_box_check:${checkId}`;
+
+interface BoxKeyCheckRow {
+  check_id: string;
+  sealed: string;
+  last_seen_at_s: bigint;
+}
+
+function opensCheck(key: SecretBoxKey, row: BoxKeyCheckRow): boolean {
+  try {
+    return openSecret(key, row.sealed, boxKeyCheckContext(row.check_id)) === BOX_KEY_CHECK_TEXT;
+  } catch (error) {
+    if (error instanceof SecretBoxError) return false;
+    throw error;
+  }
+}
+
+async function readChecks(db: Queryable): Promise<BoxKeyCheckRow[]> {
+  const { rows } = await db.query<BoxKeyCheckRow>(
+    'SELECT check_id, sealed, last_seen_at_s FROM secret_box_checks ORDER BY last_seen_at_s DESC, check_id LIMIT $1',
+    [BOX_KEY_CHECKS_READ_MAX],
+  );
+  return rows;
+}
+
+const databaseNowS = async (db: Queryable): Promise<number> => Math.floor((await databaseNowMs(db)) / 1000);
+
+/**
+ * Marks `key` as a box key a serving instance runs with, by the database's clock: the check it opens is seen now, or a
+ * new one is added (and checks no instance saw for 30 days are deleted). `anotherSeenAtS`: when a check of another box
+ * key was last seen, if within BOX_KEY_CHECK_RECENT_S: instances that may still run with another box key.
+ */
+export async function recordBoxKeyCheck(db: Queryable, key: SecretBoxKey): Promise<{ anotherSeenAtS: number | undefined }> {
+  const nowS = await databaseNowS(db);
+  const checks = await readChecks(db);
+  const own = checks.find((row) => opensCheck(key, row));
+  const another = checks.find((row) => row !== own && Number(row.last_seen_at_s) >= nowS - BOX_KEY_CHECK_RECENT_S && !opensCheck(key, row));
+  if (own) {
+    await db.query('UPDATE secret_box_checks SET last_seen_at_s = GREATEST(last_seen_at_s, $2) WHERE check_id = $1', [own.check_id, nowS]);
+  } else {
+    const checkId = newId('sbc');
+    await db.query('DELETE FROM secret_box_checks WHERE last_seen_at_s < $1', [nowS - BOX_KEY_CHECK_KEPT_S]);
+    await db.query('INSERT INTO secret_box_checks (check_id, sealed, first_seen_at_s, last_seen_at_s) VALUES ($1, $2, $3, $3)', [
+      checkId,
+      sealSecret(key, BOX_KEY_CHECK_TEXT, boxKeyCheckContext(checkId)),
+      nowS,
+    ]);
+  }
+  return { anotherSeenAtS: another === undefined ? undefined : Number(another.last_seen_at_s) };
+}
+
+/**
+ * Whether `key` is the box key the instances run with, as their checks show (times by the database's clock, `nowS`):
+ * - `opens`: it opens every check seen within BOX_KEY_CHECK_RECENT_S, or, none being that recent (the gateway stopped),
+ *   the check seen last;
+ * - `another`: it does not; `seenAtS` is when the latest check it does not open was seen, `alsoOpens` whether it
+ *   opens another recent one (instances run with two box keys);
+ * - `none`: no instance with a box key has served on this database yet.
+ */
+export type BoxKeyVerdict = { kind: 'opens' } | { kind: 'another'; seenAtS: number; alsoOpens: boolean } | { kind: 'none' };
+
+export async function boxKeyVerdict(db: Queryable, key: SecretBoxKey, nowS: number): Promise<BoxKeyVerdict> {
+  const checks = await readChecks(db);
+  if (checks.length === 0) return { kind: 'none' };
+  const recent = checks.filter((row) => Number(row.last_seen_at_s) >= nowS - BOX_KEY_CHECK_RECENT_S);
+  const witnesses = recent.length > 0 ? recent : [checks[0]!];
+  const unopened = witnesses.find((row) => !opensCheck(key, row));
+  if (unopened === undefined) return { kind: 'opens' };
+  return { kind: 'another', seenAtS: Number(unopened.last_seen_at_s), alsoOpens: witnesses.some((row) => opensCheck(key, row)) };
 }

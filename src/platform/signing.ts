@@ -12,15 +12,19 @@
 // reload and every verifier's JWKS cache see it first; the keys it replaces stop signing at that moment
 // and stay published (and verifying) for `retentionS`, the life of the longest token they signed. A rotated
 // key's private half is sealed with ACG_SECRET_BOX_KEY (context `signing_key:<kid>`), so a copy of the
-// database alone cannot sign; live mode rotates only with that key set. Dev mode's own key, and rows written
-// before sealing, are kept as JWK JSON (dev mode's box key lives in the same database: sealing would hide nothing).
+// database alone cannot sign; live mode rotates only with that key set, and only with the box key the instances run
+// with (their checks in `secret_box_checks`, platform/secret-box.ts). Dev mode's own key, and rows written before
+// sealing, are kept as JWK JSON (dev mode's box key lives in the same database: sealing would hide nothing).
+//
+// A key this instance cannot open (another box key sealed it, or it has none) is left out, said once, and the
+// instance goes on with the keys it opens; `acg keys withdraw` removes a key that never signed.
 import { createPrivateKey, sign as signBytes, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { decodeProtectedHeader, errors as joseErrors, exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, jwtVerify, type JWK, type JWTPayload } from 'jose';
 import { ApiError } from './errors.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
-import { configuredSecretBoxKey, openSecret, sealSecret, type SecretBoxKey } from './secret-box.ts';
+import { boxKeyVerdict, BOX_KEY_CHECK_RECENT_S, configuredSecretBoxKey, openSecret, sealSecret, type SecretBoxKey } from './secret-box.ts';
 
 export const SIGNING_ALG = 'ES256';
 /** Leeway for another instance's clock ahead of this one (`nbf`, `iat`); never applied to `exp`. */
@@ -44,6 +48,12 @@ export function isCanonicalCompactJws(token: string): boolean {
  * forged tokens on the other instances and signed vouchers no merchant could verify (found from outside: 38–43 s).
  */
 export const KEY_RELOAD_INTERVAL_S = 5;
+/**
+ * A key that becomes active later than this after now (by the database's clock) has signed nothing on any instance:
+ * each reloads the keys every KEY_RELOAD_INTERVAL_S, and its clock may be ahead of the database's by the leeway we
+ * grant. Such a key may be withdrawn (deleted) without a token failing to verify.
+ */
+export const NEVER_SIGNED_MARGIN_S = KEY_RELOAD_INTERVAL_S + VERIFY_LEEWAY_S;
 /** Covers the key reload of every instance plus the 300 s JWKS cache we advertise, with margin. */
 export const PUBLICATION_LEAD_S_DEFAULT = 600;
 /** Vouchers live as long as their hold; a week covers the longest hold, and access tokens (600 s). */
@@ -104,10 +114,12 @@ function storedPrivate(kid: string, privateJwk: JWK, box: SecretBoxKey | undefin
   return box ? sealSecret(box, json, sealContext(kid)) : json;
 }
 
-/** A sealed key that the configured ACG_SECRET_BOX_KEY does not open (another box key sealed it). */
+const NO_BOX_KEY = 'this instance has no ACG_SECRET_BOX_KEY';
+
+/** A sealed key that this instance cannot open: another box key sealed it, or none is configured (`reason`). */
 export class UnopenedKeyError extends Error {
-  constructor(readonly kid: string, reason: string) {
-    super(`signing key ${kid} does not open with ACG_SECRET_BOX_KEY (${reason})`);
+  constructor(readonly kid: string, readonly reason: string) {
+    super(reason === NO_BOX_KEY ? `signing key ${kid} is sealed, and ${reason}` : `signing key ${kid} does not open with ACG_SECRET_BOX_KEY (${reason})`);
     this.name = 'UnopenedKeyError';
   }
 }
@@ -127,7 +139,7 @@ async function fromRow(row: SigningKeyRow, loaded: LoadedKey | undefined, box: S
   if (loaded) return { ...loaded, ...times };
   let privateJson = row.private_jwk;
   if (isSealed(privateJson)) {
-    if (!box) throw new Error(`signing key ${row.kid} is sealed: set ACG_SECRET_BOX_KEY to the key that sealed it`);
+    if (!box) throw new UnopenedKeyError(row.kid, NO_BOX_KEY);
     privateJson = openedPrivate(row, box);
   }
   return loadKey(row.kid, JSON.parse(row.public_jwk) as JWK, JSON.parse(privateJson) as JWK, times);
@@ -179,14 +191,53 @@ export async function checkConfiguredKey(text: string): Promise<string | undefin
 /** What live mode tells its operator about keys it will not use. */
 export type IgnoredKeysReport = (message: string, kids: readonly string[]) => void;
 
+/** A key in the table that this instance could not open (UnopenedKeyError), with the times that say whether it would sign. */
+type UnopenedKey = KeyTimes & { kid: string; reason: string };
+
+/** Whether a key signs at `nowS`, or will later (it is not retired by then, nor before it becomes active). */
+const signsNowOrLater = (key: KeyTimes, nowS: number): boolean => key.retiredAtS === null || (key.retiredAtS > nowS && key.retiredAtS > key.activeFromS);
+
+/** Of keys active at `nowS` and not retired, the one that became active last: the key that signs. */
+function signingAt<K extends KeyTimes>(keys: readonly K[], nowS: number): K | undefined {
+  const usable = keys.filter((k) => k.activeFromS <= nowS && (k.retiredAtS === null || k.retiredAtS > nowS));
+  return usable.reduce<K | undefined>((newest, k) => (!newest || k.activeFromS >= newest.activeFromS ? k : newest), undefined);
+}
+
+const isoS = (atS: number): string => new Date(atS * 1000).toISOString();
+
+/** What an instance that cannot open `kid` should do, as every message about it says: a sentence. */
+function unopenedRemedy(kid: string, reason: string): string {
+  const box = reason === NO_BOX_KEY ? 'Set ACG_SECRET_BOX_KEY to the box key' : 'Give this instance the ACG_SECRET_BOX_KEY';
+  return (
+    `${box} the gateway's other instances run with (the one \`acg keys rotate\` sealed it with); or, if that rotation ran with a mistaken ` +
+    `box key, \`acg keys withdraw ${kid}\` removes the key (it never signed anywhere), then rotate again with the instances' box key`
+  );
+}
+
+/** An instance that can sign with no key: keys are sealed that it cannot open, and none it opened signs now or later. */
+export class UnusableSigningKeysError extends Error {
+  constructor(readonly keys: readonly UnopenedKey[]) {
+    const kids = keys.map((key) => key.kid).join(', ');
+    const [first] = keys;
+    const why = first!.reason === NO_BOX_KEY ? `${keys.length > 1 ? 'are' : 'is'} sealed and this instance has no ACG_SECRET_BOX_KEY` : `${keys.length > 1 ? 'do' : 'does'} not open with this instance's ACG_SECRET_BOX_KEY`;
+    super(
+      `acg serve: no signing key this instance can use: ${keys.length > 1 ? 'the keys' : 'the key'} ${kids}, which would sign, ${why}, and no other key signs now or later. ` +
+        `${unopenedRemedy(first!.kid, first!.reason)}. Or set ACG_SIGNING_KEY`,
+    );
+    this.name = 'UnusableSigningKeysError';
+  }
+}
+
 export class SigningKeys {
   private keys: LoadedKey[] = [];
   /** ACG_SIGNING_KEY, imported at the first load (the environment does not change while running). */
   private configuredKey: LoadedKey | undefined;
   /** The unsealed keys live mode last left out, so each change of them is reported once. */
   private ignored = '';
-  /** The sealed keys this instance's box key did not open at the last load (reported once a change). */
-  private unopened: string[] = [];
+  /** The keys still published that this instance could not open at the last load. */
+  private unopened: UnopenedKey[] = [];
+  /** The kids of `unopened` already reported: each is said once, when first met (not at every 5 s reload). */
+  private reportedUnopened = new Set<string>();
   /** Live mode: ACG_SIGNING_KEY's kid when the database keeps that key unsealed, so it is left out like the row. */
   private exposedConfiguredKid: string | undefined;
 
@@ -236,38 +287,51 @@ export class SigningKeys {
     this.reportIgnoredKeys(unsealed.filter((row) => !loaded.some((k) => k.kid === row.kid)).map((row) => row.kid));
     const known = new Map(this.keys.map((k) => [k.kid, k]));
     const box = rows.some((row) => isSealed(row.private_jwk)) ? configuredSecretBoxKey(this.config) : undefined;
-    const unopened: UnopenedKeyError[] = [];
-    let opened = 0;
+    const nowS = this.clock.nowS();
+    const unopened: UnopenedKey[] = [];
     for (const row of rows) {
       if (loaded.some((k) => k.kid === row.kid)) continue;
       try {
         loaded.push(await fromRow(row, known.get(row.kid), box));
-        if (isSealed(row.private_jwk)) opened += 1;
       } catch (error) {
         if (!(error instanceof UnopenedKeyError)) throw error;
-        unopened.push(error);
+        const times = { activeFromS: Number(row.active_from_s), retiredAtS: toS(row.retired_at_s), publishedUntilS: toS(row.published_until_s) };
+        if (times.publishedUntilS === null || times.publishedUntilS > nowS) unopened.push({ kid: row.kid, reason: error.reason, ...times });
       }
     }
-    // A box key that opens none of the sealed keys is this instance's mistake: refused (at start, the gateway does not
-    // start). One that opens some left out only keys another box key sealed (a rotation run with the wrong
-    // ACG_SECRET_BOX_KEY): this instance goes on with the others, and says which (found from outside: every restart
-    // then failed, though the key signing until then still opened).
-    if (unopened.length > 0 && opened === 0) throw unopened[0]!;
-    this.reportUnopenedKeys(unopened.map((error) => error.kid));
+    // A key this instance cannot open is left out, and this instance goes on with the keys it opens, whichever they
+    // are: ACG_SIGNING_KEY, or sealed keys. Before, an instance that opened none of the sealed keys threw, at each
+    // reload (a warning with a stack every 5 s) and at start (exit 1, the reason in a stack in the log), though
+    // ACG_SIGNING_KEY still signed; the start refuses only when nothing can sign (`startRefusal`; found from outside).
+    this.reportUnopenedKeys(unopened);
+    this.unopened = unopened;
     this.keys = loaded;
   }
 
-  private reportUnopenedKeys(kids: string[]): void {
-    const now = kids.join(',');
-    if (now === this.unopened.join(',')) return;
-    this.unopened = kids;
-    if (kids.length === 0) return;
-    this.reportIgnored(
-      "signing keys that this instance's ACG_SECRET_BOX_KEY does not open are left out (neither signing, published nor verifying here): " +
-        'another box key sealed them, most likely an `acg keys rotate` run with another ACG_SECRET_BOX_KEY. Run `acg keys rotate` again with ' +
-        "the instances' ACG_SECRET_BOX_KEY (the key that signs until then goes on)",
-      kids,
-    );
+  private reportUnopenedKeys(keys: readonly UnopenedKey[]): void {
+    for (const key of keys) {
+      if (this.reportedUnopened.has(key.kid)) continue;
+      const opens = key.reason === NO_BOX_KEY ? `is sealed, and ${NO_BOX_KEY}` : `does not open with this instance's ACG_SECRET_BOX_KEY (${key.reason})`;
+      this.reportIgnored(
+        `signing key ${key.kid} ${opens}: it is left out here, neither signing, published nor verifying, and the keys that open go on. ` +
+          `${unopenedRemedy(key.kid, key.reason)}`,
+        [key.kid],
+      );
+    }
+    // A key gone (withdrawn) and back is said again.
+    this.reportedUnopened = new Set(keys.map((key) => key.kid));
+  }
+
+  /**
+   * Why this instance must not start, if it must not: keys that would sign are sealed and it cannot open them, and no
+   * key it opened signs now or later. Then the box key is this instance's mistake (or a rotation's), which one line at
+   * start says better than 503s. A key it cannot open that would not sign (another signs now or later) stops nothing.
+   */
+  startRefusal(): UnusableSigningKeysError | undefined {
+    const nowS = this.clock.nowS();
+    if (this.exposedConfiguredKid !== undefined || this.keys.some((key) => signsNowOrLater(key, nowS))) return undefined;
+    const blocking = this.unopened.filter((key) => signsNowOrLater(key, nowS));
+    return blocking.length === 0 ? undefined : new UnusableSigningKeysError(blocking);
   }
 
   private reportIgnoredKeys(kids: string[]): void {
@@ -281,7 +345,7 @@ export class SigningKeys {
         (this.exposedConfiguredKid === undefined
           ? 'Sign with ACG_SIGNING_KEY, or `acg keys rotate` with ACG_SECRET_BOX_KEY set; '
           : `ACG_SIGNING_KEY is one of them (kid ${this.exposedConfiguredKid}), so nothing signs: set it to a new key that was never in the database; `) +
-        'then delete these rows from signing_keys',
+        'then remove each with `acg keys withdraw <kid>` (in live mode)',
       kids,
     );
   }
@@ -290,14 +354,16 @@ export class SigningKeys {
     return this.keys.length > 0;
   }
 
-  /** Why nothing signs, as the operator needs to hear it: no key at all, or ACG_SIGNING_KEY left out (see `reload`). */
+  /** Why nothing signs, as the operator needs to hear it: ACG_SIGNING_KEY left out (see `reload`), the key due to sign not opening here, or no key at all. */
   get whyUnconfigured(): string {
     if (this.exposedConfiguredKid !== undefined) {
       return `ACG_SIGNING_KEY is a key the database keeps unsealed (kid ${this.exposedConfiguredKid}), which anyone who read the database could sign with: set it to a new ES256 private key`;
     }
+    const nowS = this.clock.nowS();
     // A key exists but does not open here: the operator's fix is the box key, not ACG_SIGNING_KEY (found from outside).
-    if (this.unopened.length > 0) {
-      return `the signing key that would sign now (${this.unopened.join(', ')}) does not open with this instance's ACG_SECRET_BOX_KEY: run \`acg keys rotate\` with the instances' ACG_SECRET_BOX_KEY, or set ACG_SIGNING_KEY`;
+    const due = signingAt(this.unopened, nowS) ?? this.unopened.find((key) => signsNowOrLater(key, nowS) && !this.keys.some((k) => signsNowOrLater(k, nowS)));
+    if (due !== undefined) {
+      return `the signing key that would sign (${due.kid}) does not open here (${due.reason}). ${unopenedRemedy(due.kid, due.reason)}`;
     }
     return 'set ACG_SIGNING_KEY to an ES256 private key';
   }
@@ -309,9 +375,7 @@ export class SigningKeys {
 
   /** The key that signs now: of those already active and not retired, the one that became active last. */
   private current(): LoadedKey {
-    const nowS = this.clock.nowS();
-    const usable = this.keys.filter((k) => k.activeFromS <= nowS && (k.retiredAtS === null || k.retiredAtS > nowS));
-    const key = usable.reduce<LoadedKey | undefined>((newest, k) => (!newest || k.activeFromS >= newest.activeFromS ? k : newest), undefined);
+    const key = signingAt(this.keys, this.clock.nowS());
     if (!key) throw this.unconfigured();
     return key;
   }
@@ -418,20 +482,33 @@ export interface SigningKeySummary {
   publishedUntilS: number | null;
   /** Whether its private half is sealed with ACG_SECRET_BOX_KEY; live mode uses only sealed keys. */
   sealed: boolean;
+  /** For a sealed key, when a box key was given to look with: whether it opens with that key. */
+  opens?: boolean;
+}
+
+/** Whether `box` opens the row's sealed private half. */
+function opensWith(row: SigningKeyRow, box: SecretBoxKey): boolean {
+  try {
+    openedPrivate(row, box);
+    return true;
+  } catch (error) {
+    if (error instanceof UnopenedKeyError) return false;
+    throw error;
+  }
 }
 
 /** Each key's state as a gateway in `mode` sees it: live mode leaves unsealed keys out, so they are `ignored`. */
-function summarise(rows: SigningKeyRow[], nowS: number, mode: Config['mode'] = 'dev'): SigningKeySummary[] {
+function summarise(rows: SigningKeyRow[], nowS: number, mode: Config['mode'] = 'dev', box?: SecretBoxKey): SigningKeySummary[] {
   const keys = rows.map((r) => ({
     kid: r.kid,
     activeFromS: Number(r.active_from_s),
     retiredAtS: toS(r.retired_at_s),
     publishedUntilS: toS(r.published_until_s),
     sealed: isSealed(r.private_jwk),
+    ...(box !== undefined && isSealed(r.private_jwk) ? { opens: opensWith(r, box) } : {}),
   }));
   const used = (k: (typeof keys)[number]) => mode === 'dev' || k.sealed;
-  const active = keys.filter((k) => used(k) && k.activeFromS <= nowS && (k.retiredAtS === null || k.retiredAtS > nowS));
-  const signing = active.reduce<(typeof keys)[number] | undefined>((newest, k) => (!newest || k.activeFromS >= newest.activeFromS ? k : newest), undefined);
+  const signing = signingAt(keys.filter(used), nowS);
   return keys.map((k) => {
     let state: SigningKeyState = 'retired';
     if (!used(k)) state = 'ignored';
@@ -442,7 +519,8 @@ function summarise(rows: SigningKeyRow[], nowS: number, mode: Config['mode'] = '
   });
 }
 
-const KEY_ROWS = 'SELECT kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s FROM signing_keys ORDER BY active_from_s, kid';
+const KEY_COLUMNS = 'kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s';
+const KEY_ROWS = `SELECT ${KEY_COLUMNS} FROM signing_keys ORDER BY active_from_s, kid`;
 
 async function findKeyRows(db: Queryable): Promise<SigningKeyRow[]> {
   const { rows } = await db.query<SigningKeyRow>(KEY_ROWS);
@@ -455,10 +533,16 @@ async function lockKeyRows(tx: Tx): Promise<SigningKeyRow[]> {
   return rows;
 }
 
-/** The keys in the shared table (a configured ACG_SIGNING_KEY is not among them). */
-export async function listSigningKeys(db: Queryable, nowS: number, mode: Config['mode'] = 'dev'): Promise<SigningKeySummary[]> {
-  return summarise(await findKeyRows(db), nowS, mode);
+/**
+ * The keys in the shared table (a configured ACG_SIGNING_KEY is not among them). With `box`, each sealed key says
+ * whether it opens with it (`opens`): `acg keys list` shows the keys a rotation with another box key sealed.
+ */
+export async function listSigningKeys(db: Queryable, nowS: number, mode: Config['mode'] = 'dev', box?: SecretBoxKey): Promise<SigningKeySummary[]> {
+  return summarise(await findKeyRows(db), nowS, mode, box);
 }
+
+/** Whether the row's key has signed nothing on any instance: it becomes active later than NEVER_SIGNED_MARGIN_S from now. */
+const neverSigned = (row: SigningKeyRow, nowS: number): boolean => Number(row.active_from_s) > nowS + NEVER_SIGNED_MARGIN_S;
 
 export interface RotationOptions {
   nowS: number;
@@ -471,7 +555,12 @@ export interface RotationOptions {
   retentionS: number;
   /** Seals the new key's private half (ACG_SECRET_BOX_KEY); without it the row keeps JWK JSON (dev mode only). */
   sealWith?: SecretBoxKey;
-  /** The mode the replaced keys are described for (live mode never uses an unsealed one: `ignored`). */
+  /**
+   * Live mode: seal with `sealWith` though nothing shows it is the instances' box key (no instance recorded one, and no
+   * key is sealed yet): the first key of a new deployment. A box key the instances' checks refuse is refused whatever this says.
+   */
+  uncheckedBoxKey?: boolean;
+  /** The mode the replaced keys are described for (live mode never uses an unsealed one: `ignored`); live mode requires the box key proven. */
   mode?: Config['mode'];
 }
 
@@ -481,35 +570,106 @@ export interface RotationReport {
   removedKids: string[];
 }
 
-/** `acg keys rotate` sealing with a box key that does not open the keys the instances already read (exit 2). */
-export class AnotherBoxKeyError extends Error {
-  constructor(readonly kids: readonly string[]) {
-    super(
-      `ACG_SECRET_BOX_KEY here does not open the signing keys already in the database (${kids.join(', ')}), so it is not the instances' own: ` +
-        'a key sealed with it would not open on any of them. Set ACG_SECRET_BOX_KEY to the one the gateway runs with, and run this again',
-    );
+/** A refusal of a key command (exit 2): what is wrong and what to do, in one message. */
+export class SigningKeyRefusal extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SigningKeyRefusal';
+  }
+}
+
+/** `acg keys rotate` (or `withdraw`) with a box key that is not the instances' own, as their checks or sealed keys show. */
+export class AnotherBoxKeyError extends SigningKeyRefusal {
+  constructor(message: string) {
+    super(message);
     this.name = 'AnotherBoxKeyError';
   }
 }
 
+/** Live mode: nothing shows which box key the instances run with, and the command was not told to go on without. */
+export class UnprovenBoxKeyError extends SigningKeyRefusal {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnprovenBoxKeyError';
+  }
+}
+
+const ago = (atS: number, nowS: number): string => `${isoS(atS)} (${Math.max(0, nowS - atS)} s ago)`;
+
 /**
- * Refuses to seal a new key with a box key that opens none of the sealed keys still published: the instances read
- * those, so they are the best check of the instances' box key (found from outside: a rotation run with another box key
- * was accepted, and no instance could open the key it made, nor restart). One that opens some is the instances' own:
- * the others are what a rotation with another box key left, and this rotation, with the right one, is the way out.
+ * Whether `box` is the box key the instances run with. The checks they keep in the database (`secret_box_checks`:
+ * each serving instance with a box key keeps one, seen every minute) are the proof: `box` must open those seen lately,
+ * or the last one seen; one they refuse is refused (AnotherBoxKeyError). With no check (a database no instance of this
+ * release served on with a box key), the sealed keys still published but `except` are the next witness: it must open
+ * one. False when nothing shows it either way: the caller decides. `consequence` says what a wrong key would do.
  */
-function refuseAnotherBoxKey(rows: readonly SigningKeyRow[], box: SecretBoxKey, nowS: number): void {
-  const sealed = rows.filter((row) => isSealed(row.private_jwk) && (row.published_until_s === null || Number(row.published_until_s) > nowS));
-  const opens = (row: SigningKeyRow) => {
-    try {
-      openedPrivate(row, box);
-      return true;
-    } catch (error) {
-      if (error instanceof UnopenedKeyError) return false;
-      throw error;
-    }
-  };
-  if (sealed.length > 0 && !sealed.some(opens)) throw new AnotherBoxKeyError(sealed.map((row) => row.kid));
+async function boxKeyProven(q: Queryable, rows: readonly SigningKeyRow[], box: SecretBoxKey, nowS: number, consequence: string, except?: string): Promise<boolean> {
+  const verdict = await boxKeyVerdict(q, box, nowS);
+  if (verdict.kind === 'opens') return true;
+  if (verdict.kind === 'another') {
+    throw new AnotherBoxKeyError(
+      verdict.alsoOpens
+        ? `instances ran within the last ${BOX_KEY_CHECK_RECENT_S} s with another ACG_SECRET_BOX_KEY than this one (its check in the database was last seen ` +
+            `${ago(verdict.seenAtS, nowS)}), ${consequence} on them. Give every instance the same box key, and run this again once the others have been stopped ${BOX_KEY_CHECK_RECENT_S} s`
+        : `ACG_SECRET_BOX_KEY here is not the one the gateway's instances run with: it does not open the check they keep in the database (last seen ` +
+            `${ago(verdict.seenAtS, nowS)}), ${consequence} on any of them. Set ACG_SECRET_BOX_KEY to the one the gateway runs with, and run this again`,
+    );
+  }
+  const sealed = rows.filter((row) => row.kid !== except && isSealed(row.private_jwk) && (row.published_until_s === null || Number(row.published_until_s) > nowS));
+  if (sealed.length === 0) return false;
+  if (sealed.some((row) => opensWith(row, box))) return true;
+  throw new AnotherBoxKeyError(
+    `ACG_SECRET_BOX_KEY here does not open the signing keys already in the database (${sealed.map((row) => row.kid).join(', ')}), so it is not the instances' own, ` +
+      `${consequence} on any of them. Set ACG_SECRET_BOX_KEY to the one the gateway runs with, and run this again (a serving instance records its box key in ` +
+      'the database, and this check then uses that). If a rotation sealed those keys with a mistaken box key, `acg keys withdraw <kid>` removes each',
+  );
+}
+
+const UNPROVEN =
+  "nothing shows which ACG_SECRET_BOX_KEY the gateway's instances run with: none with a box key has served on this database yet (each records its " +
+  'own while it serves), and no other key here is sealed';
+
+/**
+ * Refuses to seal a new key with a box key that is not the instances' own (`boxKeyProven`), and, in live mode, one that
+ * nothing shows to be theirs unless told to go on (`uncheckedBoxKey`). Found from outside: a rotation run with another
+ * box key than the instances' was accepted on a database that held no sealed key yet, the usual live case (the
+ * instances signed with ACG_SIGNING_KEY); no instance could open the key it sealed, nor restart.
+ */
+async function refuseBoxKey(q: Queryable, rows: readonly SigningKeyRow[], options: RotationOptions): Promise<void> {
+  if (!options.sealWith) return;
+  const proven = await boxKeyProven(q, rows, options.sealWith, options.nowS, 'so a key sealed with it would open');
+  if (proven || options.mode !== 'live' || options.uncheckedBoxKey) return;
+  throw new UnprovenBoxKeyError(
+    `${UNPROVEN}. Start the gateway with its ACG_SECRET_BOX_KEY and run this again; or, for the first key of a new deployment, ` +
+      'pass --unchecked-box-key, and give every instance this box key',
+  );
+}
+
+/** What `rotateSigningKeys` would refuse, checked before it generates anything (the command says so before it works). */
+export async function checkRotation(db: Queryable, options: RotationOptions): Promise<void> {
+  await refuseBoxKey(db, await findKeyRows(db), options);
+}
+
+/**
+ * The keys a withdrawn key was to replace go on as if its rotation had not been: each retired at its activation
+ * (and not expired with it, as `--expire-now` does) is retired instead when the next key left becomes active, with
+ * the retention it had, or not at all when none is left to replace it.
+ */
+async function restoreReplaced(tx: Tx, withdrawn: readonly SigningKeyRow[]): Promise<SigningKeyRow[]> {
+  const restored: SigningKeyRow[] = [];
+  for (const row of withdrawn) {
+    const { rows } = await tx.query<SigningKeyRow>(
+      `UPDATE signing_keys k
+          SET retired_at_s = n.next_s,
+              published_until_s = CASE WHEN n.next_s IS NULL THEN NULL ELSE n.next_s + (k.published_until_s - k.retired_at_s) END
+         FROM (SELECT min(active_from_s) AS next_s FROM signing_keys WHERE active_from_s > $1) n
+        WHERE k.retired_at_s = $1 AND k.published_until_s > k.retired_at_s
+        RETURNING k.kid, k.public_jwk, k.private_jwk, k.active_from_s, k.retired_at_s, k.published_until_s`,
+      [row.active_from_s],
+    );
+    restored.push(...rows);
+  }
+  return restored;
 }
 
 /**
@@ -523,7 +683,7 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
   const publishedUntilS = activeFromS + options.retentionS;
   return db.transaction(async (tx) => {
     const rows = await lockKeyRows(tx);
-    if (options.sealWith) refuseAnotherBoxKey(rows, options.sealWith, options.nowS);
+    await refuseBoxKey(tx, rows, options);
     const expired = rows.filter((r) => r.published_until_s !== null && Number(r.published_until_s) <= options.nowS).map((r) => r.kid);
     if (expired.length > 0) await tx.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [expired]);
     // Every key that would still sign then stops at that moment, one that becomes active at that very second too (two
@@ -532,7 +692,7 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
     const { rows: replaced } = await tx.query<SigningKeyRow>(
       `UPDATE signing_keys SET retired_at_s = $1, published_until_s = $2
        WHERE (active_from_s <= $1 OR $3::boolean) AND (retired_at_s IS NULL OR retired_at_s > $1)
-       RETURNING kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s`,
+       RETURNING ${KEY_COLUMNS}`,
       [activeFromS, publishedUntilS, options.retentionS === 0],
     );
     // Expiring now (a leak), the keys an earlier rotation retired stop verifying too: a leak is often found after a
@@ -541,7 +701,7 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
       const { rows: published } = await tx.query<SigningKeyRow>(
         `UPDATE signing_keys SET published_until_s = $1
          WHERE retired_at_s <= $1 AND (published_until_s IS NULL OR published_until_s > $1)
-         RETURNING kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s`,
+         RETURNING ${KEY_COLUMNS}`,
         [options.nowS],
       );
       replaced.push(...published.filter((row) => !replaced.some((other) => other.kid === row.kid)));
@@ -552,5 +712,75 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
     );
     const next: SigningKeySummary = { kid: key.kid, state: options.leadS > 0 ? 'upcoming' : 'signing', activeFromS, retiredAtS: null, publishedUntilS: null, sealed: options.sealWith !== undefined };
     return { next, replaced: summarise(replaced, options.nowS, options.mode), removedKids: expired };
+  });
+}
+
+export interface WithdrawalOptions {
+  /** Now, by the database's clock. */
+  nowS: number;
+  /** ACG_SECRET_BOX_KEY: a key that may have signed is withdrawn only when the instances' box key does not open it. */
+  box?: SecretBoxKey;
+  /** Withdraw a key `box` does not open though nothing shows `box` is the instances' own (see RotationOptions). */
+  uncheckedBoxKey?: boolean;
+  mode: Config['mode'];
+}
+
+/**
+ * Why a key could be withdrawn: it signed nothing, because it was still `upcoming`, no instance could open it
+ * (`unopened`: the instances' box key does not), or live mode never uses it (`ignored`: kept unsealed).
+ */
+export type WithdrawalReason = 'upcoming' | 'unopened' | 'ignored';
+
+export interface WithdrawalReport {
+  withdrawn: SigningKeySummary;
+  reason: WithdrawalReason;
+  /** The keys it was to replace, which go on signing (`restoreReplaced`). */
+  restored: SigningKeySummary[];
+  /** The keys left in the table. */
+  left: SigningKeySummary[];
+}
+
+/** Why `row` may be withdrawn, or a refusal: a key that may have signed stays (what it signed would stop verifying). */
+async function withdrawalReason(tx: Tx, rows: readonly SigningKeyRow[], row: SigningKeyRow, options: WithdrawalOptions): Promise<WithdrawalReason> {
+  const { nowS } = options;
+  const activeFromS = Number(row.active_from_s);
+  if (neverSigned(row, nowS)) return 'upcoming';
+  const since = activeFromS <= nowS ? `has been due to sign since ${ago(activeFromS, nowS)}` : `becomes active at ${isoS(activeFromS)}, too soon to be sure no instance signs with it`;
+  const replace = 'withdrawing it would make what it signed stop verifying. To replace it, run `acg keys rotate` (with --expire-now if it leaked)';
+  if (!isSealed(row.private_jwk)) {
+    if (options.mode === 'live') return 'ignored';
+    throw new SigningKeyRefusal(`${row.kid} ${since}, and any instance may sign with it (it is kept unsealed): ${replace}`);
+  }
+  if (!options.box) {
+    throw new SigningKeyRefusal(`${row.kid} ${since}: it is withdrawn only if the instances' box key does not open it. Set ACG_SECRET_BOX_KEY to the one the gateway runs with, and run this again`);
+  }
+  const proven = await boxKeyProven(tx, rows, options.box, nowS, 'so it cannot show which keys they open', row.kid);
+  if (opensWith(row, options.box)) throw new SigningKeyRefusal(`${row.kid} ${since}, and it opens with ACG_SECRET_BOX_KEY here, so instances with this box key sign with it: ${replace}`);
+  if (!proven && !options.uncheckedBoxKey) {
+    throw new UnprovenBoxKeyError(
+      `${row.kid} does not open with ACG_SECRET_BOX_KEY here, but ${UNPROVEN}. Start the gateway with its ACG_SECRET_BOX_KEY (and ACG_SIGNING_KEY, if ` +
+        `${row.kid} stops it from starting) and run this again; or, if you are sure this box key is the instances' own, pass --unchecked-box-key`,
+    );
+  }
+  return 'unopened';
+}
+
+/**
+ * Removes a key that signed nothing: one still upcoming, one no instance can open (sealed with another box key than
+ * the instances', as a rotation run with a mistaken one leaves), or, in live mode, one kept unsealed. The keys it was
+ * to replace go on signing. A key that may have signed is refused (SigningKeyRefusal): `acg keys rotate` replaces it.
+ */
+export async function withdrawSigningKey(db: Database, kid: string, options: WithdrawalOptions): Promise<WithdrawalReport> {
+  return db.transaction(async (tx) => {
+    const rows = await lockKeyRows(tx);
+    const row = rows.find((r) => r.kid === kid);
+    if (!row) {
+      throw new SigningKeyRefusal(`no signing key ${kid} in the database${rows.length > 0 ? ` (it holds ${rows.map((r) => r.kid).join(', ')}: acg keys list shows them)` : ', which holds none'}`);
+    }
+    const reason = await withdrawalReason(tx, rows, row, options);
+    await tx.query('DELETE FROM signing_keys WHERE kid = $1', [kid]);
+    const restored = await restoreReplaced(tx, [row]);
+    const [withdrawn] = summarise([row], options.nowS, options.mode);
+    return { withdrawn: withdrawn!, reason, restored: summarise(restored, options.nowS, options.mode), left: summarise(await findKeyRows(tx), options.nowS, options.mode) };
   });
 }

@@ -8,12 +8,24 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeProtectedHeader } from 'jose';
 import { startWorld, type World } from '../support/world.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
-import { AnotherBoxKeyError, checkConfiguredKey, generateSigningKey, KEY_RELOAD_INTERVAL_S, rotateSigningKeys, SigningKeys } from '../../src/platform/signing.ts';
+import {
+  AnotherBoxKeyError,
+  checkConfiguredKey,
+  generateSigningKey,
+  KEY_RELOAD_INTERVAL_S,
+  rotateSigningKeys,
+  SigningKeyRefusal,
+  SigningKeys,
+  UnprovenBoxKeyError,
+  UnusableSigningKeysError,
+  withdrawSigningKey,
+} from '../../src/platform/signing.ts';
 import { OfferService } from '../../src/offers/service.ts';
 import { LedgerService } from '../../src/ledger/service.ts';
 import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { generateKeyPairSync } from 'node:crypto';
-import { generateSecretBoxKey, sealSecret } from '../../src/platform/secret-box.ts';
+import { BOX_KEY_CHECK_RECENT_S, generateSecretBoxKey, openSecret, recordBoxKeyCheck, sealSecret, type SecretBoxKey } from '../../src/platform/secret-box.ts';
+import { databaseNowMs } from '../../src/platform/clock.ts';
 import { openDatabase } from '../../src/platform/db/open.ts';
 
 const run = promisify(execFile);
@@ -45,6 +57,37 @@ async function jwksKids(): Promise<string[]> {
 }
 
 const meStatus = async (token: string) => (await world.api('GET', '/v1/me', { token })).status;
+
+/** Now by the database's clock, as `acg keys` reads it. */
+const databaseNowS = async () => Math.floor((await databaseNowMs(world.gw.gateway.db)) / 1000);
+
+/** Writes a key sealed with `box` straight into the table, as a rotation with that box key (before it was checked) would. */
+async function insertSealedKey(box: SecretBoxKey, activeFromS: number): Promise<string> {
+  const key = await generateSigningKey();
+  await world.gw.gateway.db.query(
+    'INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at_s, active_from_s) VALUES ($1, $2, $3, $4, $5, $6)',
+    [key.kid, 'ES256', JSON.stringify(key.publicJwk), sealSecret(box, JSON.stringify(key.privateJwk), `signing_key:${key.kid}`), activeFromS, activeFromS],
+  );
+  return key.kid;
+}
+
+/** Puts the key table back as the file's tests found it: the dev key alone signing, and no box key check. */
+async function restoreKeys(kids: readonly string[]): Promise<void> {
+  const { gateway, config } = world.gw;
+  await gateway.db.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [kids]);
+  await gateway.db.query("DELETE FROM signing_keys WHERE private_jwk NOT LIKE '{%'");
+  await gateway.db.query('UPDATE signing_keys SET retired_at_s = NULL, published_until_s = NULL');
+  await gateway.db.query('DELETE FROM secret_box_checks');
+  // A rotation deletes keys past their window: the file's tests after this one need one of dev mode's kind to sign.
+  if ((await gateway.db.query("SELECT kid FROM signing_keys WHERE private_jwk LIKE '{%'")).rows.length === 0) {
+    const key = await generateSigningKey();
+    await gateway.db.query('INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at_s, active_from_s) VALUES ($1, $2, $3, $4, 0, 0)', [
+      key.kid, 'ES256', JSON.stringify(key.publicJwk), JSON.stringify(key.privateJwk),
+    ]);
+  }
+  config.secretBoxKey = undefined;
+  await gateway.signing.reload();
+}
 
 describe('the open holds a rotation must keep verifying', () => {
   it('are counted, with the latest deadline, past the moment the replaced key would leave the JWKS (acg keys rotate warns of them; found from outside)', async () => {
@@ -161,19 +204,27 @@ describe('a rotated key at rest', () => {
     expect(rows[0]!.private_jwk).toMatch(/^v1\./);
     expect(rows[0]!.private_jwk).not.toContain('"d"');
     try {
-      await expect(gateway.signing.reload()).rejects.toThrow(`signing key ${report.next.kid} is sealed: set ACG_SECRET_BOX_KEY to the key that sealed it`);
+      // Without a box key, or with another, the key is left out: it neither signs nor is published, and since it
+      // replaced every other key, nothing signs, and the refusal names it and the box key (it used to throw at reload).
+      await gateway.signing.reload();
+      expect(gateway.signing.jwks().keys.map((key) => key.kid)).not.toContain(report.next.kid);
+      await expect(ownerToken(600)).rejects.toMatchObject({
+        code: 'signing_configuration_required',
+        message: expect.stringContaining(`the signing key that would sign (${report.next.kid}) does not open here (this instance has no ACG_SECRET_BOX_KEY)`),
+      });
+      expect(gateway.signing.startRefusal()).toBeInstanceOf(UnusableSigningKeysError);
       config.secretBoxKey = generateSecretBoxKey().text;
-      await expect(gateway.signing.reload()).rejects.toThrow(`signing key ${report.next.kid} does not open with ACG_SECRET_BOX_KEY`);
+      await gateway.signing.reload();
+      expect(gateway.signing.jwks().keys.map((key) => key.kid)).not.toContain(report.next.kid);
+      expect(gateway.signing.startRefusal()?.message).toContain(`the key ${report.next.kid}, which would sign, does not open with this instance's ACG_SECRET_BOX_KEY`);
       config.secretBoxKey = box.text;
       await gateway.signing.reload();
       const token = await ownerToken(600);
       expect(decodeProtectedHeader(token).kid).toBe(report.next.kid);
       expect(await meStatus(token)).toBe(200);
+      expect(gateway.signing.startRefusal()).toBeUndefined();
     } finally {
-      await gateway.db.query('DELETE FROM signing_keys WHERE kid = $1', [report.next.kid]);
-      await gateway.db.query('UPDATE signing_keys SET retired_at_s = NULL, published_until_s = NULL');
-      config.secretBoxKey = undefined;
-      await gateway.signing.reload();
+      await restoreKeys([report.next.kid]);
     }
   });
 });
@@ -188,50 +239,182 @@ describe('ACG_SIGNING_KEY', () => {
   });
 });
 
-describe('another box key', () => {
-  it("is refused by a rotation when it opens none of the sealed keys; a key another box key sealed is left out by an instance, which goes on with the others and names it once nothing else signs (found from outside)", async () => {
-    const { gateway, clock, config } = world.gw;
-    const box = generateSecretBoxKey();
-    const other = generateSecretBoxKey();
-    clock.advance(1000);
-    const first = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 600, sealWith: box.key });
-    const stray = await generateSigningKey();
-    let mended: string | undefined;
+describe('the box key a rotation seals with', () => {
+  // Found from outside: with no sealed key in the database yet (the usual live case, instances signing with
+  // ACG_SIGNING_KEY), a rotation with a mistyped box key was accepted, and no instance could open the key it sealed.
+  it("must open the check the instances keep of theirs, whether or not a key is sealed yet; none at all is refused in live mode unless told", async () => {
+    const { gateway } = world.gw;
+    const own = generateSecretBoxKey();
+    const mistyped = generateSecretBoxKey();
+    const made: string[] = [];
+    const rotate = async (box: SecretBoxKey, extra: { mode?: 'dev' | 'live'; uncheckedBoxKey?: boolean } = {}) => {
+      const report = await rotateSigningKeys(gateway.db, { nowS: await databaseNowS(), leadS: 600, retentionS: 600, sealWith: box, mode: 'live', ...extra });
+      made.push(report.next.kid);
+      return report;
+    };
     try {
+      // Nothing to check against: live mode refuses, and says how to go on; dev mode, and live mode told, seal.
+      const unproven = await rotate(mistyped.key).catch((error: unknown) => error);
+      expect(unproven).toBeInstanceOf(UnprovenBoxKeyError);
+      expect((unproven as Error).message).toContain("nothing shows which ACG_SECRET_BOX_KEY the gateway's instances run with");
+      expect((unproven as Error).message).toContain('pass --unchecked-box-key');
+      await rotate(mistyped.key, { uncheckedBoxKey: true });
+      await gateway.db.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [made]);
+      await rotate(mistyped.key, { mode: 'dev' });
+      await gateway.db.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [made]);
+
+      // A serving instance recorded its box key: another is refused, told or not, in either mode; its own seals.
+      expect(await recordBoxKeyCheck(gateway.db, own.key)).toEqual({ anotherSeenAtS: undefined });
       const rowsBefore = (await gateway.db.query('SELECT kid FROM signing_keys')).rows.length;
-      const refused = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 600, retentionS: 600, sealWith: other.key }).catch((error: unknown) => error);
-      expect(refused).toBeInstanceOf(AnotherBoxKeyError);
-      expect((refused as Error).message).toContain(`ACG_SECRET_BOX_KEY here does not open the signing keys already in the database (${first.next.kid})`);
+      for (const extra of [{}, { uncheckedBoxKey: true }, { mode: 'dev' as const }]) {
+        const refused = await rotate(mistyped.key, extra).catch((error: unknown) => error);
+        expect(refused).toBeInstanceOf(AnotherBoxKeyError);
+        expect((refused as Error).message).toMatch(/^ACG_SECRET_BOX_KEY here is not the one the gateway's instances run with: it does not open the check they keep in the database \(last seen \S+ \(\d+ s ago\)\), so a key sealed with it would open on any of them/);
+      }
       expect((await gateway.db.query('SELECT kid FROM signing_keys')).rows.length).toBe(rowsBefore);
-      // A key sealed with another box key (as a rotation before this check could write), upcoming: left out here, the
-      // key signing until then goes on (before, reload threw, and every start of the gateway failed).
-      config.secretBoxKey = box.text;
-      await gateway.db.query(
-        'INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at_s, active_from_s) VALUES ($1, $2, $3, $4, $5, $6)',
-        [stray.kid, 'ES256', JSON.stringify(stray.publicJwk), sealSecret(other.key, JSON.stringify(stray.privateJwk), `signing_key:${stray.kid}`), clock.nowS(), clock.nowS() + 600],
-      );
-      await gateway.signing.reload();
-      expect(decodeProtectedHeader(await ownerToken(600)).kid).toBe(first.next.kid);
-      expect(gateway.signing.jwks().keys.map((key) => key.kid)).not.toContain(stray.kid);
-      // Once it would sign (the good key retired), nothing signs here, and the refusal names the box key, not ACG_SIGNING_KEY.
-      await gateway.db.query('UPDATE signing_keys SET active_from_s = $2 WHERE kid = $1', [stray.kid, clock.nowS()]);
-      await gateway.db.query('UPDATE signing_keys SET retired_at_s = $1, published_until_s = $2 WHERE kid <> $3', [clock.nowS(), clock.nowS() + 600, stray.kid]);
-      await gateway.signing.reload();
-      await expect(gateway.signing.sign({ iss: world.url }, 'at+jwt')).rejects.toMatchObject({
-        code: 'signing_configuration_required',
-        message: expect.stringContaining(`(${stray.kid}) does not open with this instance's ACG_SECRET_BOX_KEY`),
-      });
-      // The way out the warning names: a rotation with the instances' box key, which opens a key beside the stray one
-      // (a refusal when any key did not open would have barred it).
-      mended = (await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 600, sealWith: box.key })).next.kid;
-      await gateway.signing.reload();
-      expect(decodeProtectedHeader(await ownerToken(600)).kid).toBe(mended);
+      await rotate(own.key);
+      // The same check again: seen, not added.
+      await recordBoxKeyCheck(gateway.db, own.key);
+      expect((await gateway.db.query('SELECT check_id FROM secret_box_checks')).rows).toHaveLength(1);
+
+      // Instances lately running with two box keys: neither seals (a key would not open on the others), and the
+      // instance that adds the second hears of the first.
+      const other = await recordBoxKeyCheck(gateway.db, mistyped.key);
+      expect(other.anotherSeenAtS).toBeGreaterThan(0);
+      const mixed = await rotate(own.key).catch((error: unknown) => error);
+      expect(mixed).toBeInstanceOf(AnotherBoxKeyError);
+      expect((mixed as Error).message).toContain(`instances ran within the last ${BOX_KEY_CHECK_RECENT_S} s with another ACG_SECRET_BOX_KEY than this one`);
+      // Once the checks are old (the gateway stopped), the one seen last shows the instances' box key.
+      const nowS = await databaseNowS();
+      const { rows: checks } = await gateway.db.query<{ check_id: string; sealed: string }>('SELECT check_id, sealed FROM secret_box_checks');
+      for (const check of checks) {
+        const ownCheck = (() => {
+          try {
+            return openSecret(own.key, check.sealed, `secret_box_check:${check.check_id}`) !== '';
+          } catch {
+            return false;
+          }
+        })();
+        await gateway.db.query('UPDATE secret_box_checks SET last_seen_at_s = $2 WHERE check_id = $1', [check.check_id, nowS - 2 * BOX_KEY_CHECK_RECENT_S + (ownCheck ? 0 : 10)]);
+      }
+      expect(await rotate(own.key).catch((error: unknown) => error)).toMatchObject({ name: 'AnotherBoxKeyError', message: expect.stringMatching(/^ACG_SECRET_BOX_KEY here is not the one/) });
+      await rotate(mistyped.key);
     } finally {
-      await gateway.db.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [[first.next.kid, stray.kid, ...(mended ? [mended] : [])]]);
-      await gateway.db.query('UPDATE signing_keys SET retired_at_s = NULL, published_until_s = NULL');
-      config.secretBoxKey = undefined;
-      await gateway.signing.reload();
+      await restoreKeys(made);
     }
+  });
+});
+
+describe('a key this instance cannot open (sealed with another box key, or it has none)', () => {
+  it('is left out, said once (not at each reload), and the instance goes on with the keys it opens; the start is refused only when none signs now or later', async () => {
+    const { gateway, clock, config } = world.gw;
+    const own = generateSecretBoxKey();
+    const mistyped = generateSecretBoxKey();
+    const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const stray = await insertSealedKey(mistyped.key, clock.nowS());
+    const kids = [stray];
+    const reports: Array<{ message: string; kids: readonly string[] }> = [];
+    const report = (message: string, kids: readonly string[]) => void reports.push({ message, kids });
+    try {
+      // ACG_SIGNING_KEY signs, the stray key is left out: no throw, one report naming it and the way out.
+      const live = await SigningKeys.open(gateway.db, clock, { ...config, mode: 'live', signingKey: pem, secretBoxKey: own.text }, report);
+      await live.reload();
+      await live.reload();
+      const strayReports = reports.filter((entry) => entry.kids.includes(stray));
+      expect(strayReports).toHaveLength(1);
+      expect(strayReports[0]!.kids).toEqual([stray]);
+      expect(strayReports[0]!.message).toContain(`signing key ${stray} does not open with this instance's ACG_SECRET_BOX_KEY`);
+      expect(strayReports[0]!.message).toContain(`\`acg keys withdraw ${stray}\` removes the key`);
+      expect(live.jwks().keys.map((key) => key.kid)).not.toContain(stray);
+      expect(decodeProtectedHeader(await live.sign({ iss: world.url }, 'at+jwt')).kid).not.toBe(stray);
+      expect(live.startRefusal()).toBeUndefined();
+
+      // Nothing else to sign with: the start is refused in one line naming the key; a running instance answers 503 saying why.
+      const bare = await SigningKeys.open(gateway.db, clock, { ...config, mode: 'live', signingKey: undefined, secretBoxKey: own.text }, report);
+      const refusal = bare.startRefusal();
+      expect(refusal).toBeInstanceOf(UnusableSigningKeysError);
+      expect(refusal!.message).not.toContain('\n');
+      expect(refusal!.message).toMatch(new RegExp(`^acg serve: no signing key this instance can use: the key ${stray}, which would sign, does not open with this instance's ACG_SECRET_BOX_KEY`));
+      await expect(bare.sign({ iss: world.url }, 'at+jwt')).rejects.toMatchObject({ code: 'signing_configuration_required', message: expect.stringContaining(`(${stray}) does not open here`) });
+      // Without any box key: the same, naming the missing setting. Opening does not throw (credit grant's fallback opens the keys).
+      const noBox = await SigningKeys.open(gateway.db, clock, { ...config, mode: 'live', signingKey: undefined, secretBoxKey: undefined }, report);
+      expect(noBox.startRefusal()?.message).toContain(`the key ${stray}, which would sign, is sealed and this instance has no ACG_SECRET_BOX_KEY`);
+
+      // A key it cannot open that would not sign (upcoming, another signing now) stops nothing.
+      await recordBoxKeyCheck(gateway.db, own.key);
+      const rotated = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 600, sealWith: own.key, mode: 'dev' });
+      kids.push(rotated.next.kid, await insertSealedKey(mistyped.key, clock.nowS() + 3600));
+      const withOwn = await SigningKeys.open(gateway.db, clock, { ...config, mode: 'live', signingKey: undefined, secretBoxKey: own.text }, report);
+      expect(withOwn.startRefusal()).toBeUndefined();
+      expect(decodeProtectedHeader(await withOwn.sign({ iss: world.url }, 'at+jwt')).kid).toBe(rotated.next.kid);
+    } finally {
+      await restoreKeys(kids);
+    }
+  });
+});
+
+describe('acg keys withdraw (withdrawSigningKey)', () => {
+  it('removes a key still upcoming, and the key it was to replace goes on signing', async () => {
+    const { gateway, clock } = world.gw;
+    await gateway.signing.reload();
+    const before = decodeProtectedHeader(await ownerToken(600)).kid!;
+    const upcoming = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 600, retentionS: 3600 });
+    try {
+      const report = await withdrawSigningKey(gateway.db, upcoming.next.kid, { nowS: clock.nowS(), mode: 'dev' });
+      expect(report).toMatchObject({ reason: 'upcoming', withdrawn: { kid: upcoming.next.kid, state: 'upcoming' } });
+      expect(report.restored).toContainEqual(expect.objectContaining({ kid: before, state: 'signing', retiredAtS: null, publishedUntilS: null }));
+      await gateway.signing.reload();
+      expect(await jwksKids()).not.toContain(upcoming.next.kid);
+      clock.advance(700_000);
+      expect(decodeProtectedHeader(await ownerToken(600)).kid).toBe(before);
+      const gone = await withdrawSigningKey(gateway.db, upcoming.next.kid, { nowS: clock.nowS(), mode: 'dev' }).catch((error: unknown) => error);
+      expect(gone).toBeInstanceOf(SigningKeyRefusal);
+      expect((gone as Error).message).toMatch(new RegExp(`^no signing key ${upcoming.next.kid} in the database \\(it holds .+: acg keys list shows them\\)$`));
+      // One that signs (or may have) stays: a rotation replaces it.
+      const signing = await withdrawSigningKey(gateway.db, before, { nowS: clock.nowS(), mode: 'dev' }).catch((error: unknown) => error);
+      expect(signing).toBeInstanceOf(SigningKeyRefusal);
+      expect((signing as Error).message).toContain(`${before} has been due to sign since`);
+      expect((signing as Error).message).toContain('run `acg keys rotate`');
+    } finally {
+      await restoreKeys([upcoming.next.kid]);
+    }
+  });
+
+  it("removes a key due to sign that the instances' box key does not open (a rotation with a mistaken box key), and only then", async () => {
+    const { gateway, clock } = world.gw;
+    const own = generateSecretBoxKey();
+    const mistyped = generateSecretBoxKey();
+    const nowS = await databaseNowS();
+    const good = await rotateSigningKeys(gateway.db, { nowS, leadS: 0, retentionS: 600, sealWith: own.key, mode: 'dev' });
+    const stray = await insertSealedKey(mistyped.key, nowS);
+    const withdraw = (box: SecretBoxKey | undefined, extra: { uncheckedBoxKey?: boolean } = {}) =>
+      withdrawSigningKey(gateway.db, stray, { nowS, box, mode: 'live', ...extra }).catch((error: unknown) => error);
+    try {
+      // The box key that sealed it opens it: instances with it may sign with it.
+      expect(await withdraw(mistyped.key)).toBeInstanceOf(AnotherBoxKeyError);
+      expect(await withdraw(undefined)).toMatchObject({ message: expect.stringContaining('Set ACG_SECRET_BOX_KEY to the one the gateway runs with') });
+      // With no check recorded, the other sealed keys show which box key is the instances': the good key opens with `own`.
+      const report = await withdraw(own.key);
+      expect(report).toMatchObject({ reason: 'unopened', withdrawn: { kid: stray } });
+      // Unproven: nothing else sealed, no check.
+      const lone = await insertSealedKey(mistyped.key, nowS);
+      await gateway.db.query('DELETE FROM signing_keys WHERE kid = $1', [good.next.kid]);
+      const unproven = await withdrawSigningKey(gateway.db, lone, { nowS, box: own.key, mode: 'live' }).catch((error: unknown) => error);
+      expect(unproven).toBeInstanceOf(UnprovenBoxKeyError);
+      expect((unproven as Error).message).toContain('pass --unchecked-box-key');
+      // A check the instances recorded proves it.
+      await recordBoxKeyCheck(gateway.db, own.key);
+      expect(await withdrawSigningKey(gateway.db, lone, { nowS, box: own.key, mode: 'live' })).toMatchObject({ reason: 'unopened' });
+      // A key the instances' box key opens, due to sign, stays.
+      const sealedOwn = await insertSealedKey(own.key, nowS);
+      const opens = await withdrawSigningKey(gateway.db, sealedOwn, { nowS, box: own.key, mode: 'live' }).catch((error: unknown) => error);
+      expect(opens).toBeInstanceOf(SigningKeyRefusal);
+      expect((opens as Error).message).toContain('it opens with ACG_SECRET_BOX_KEY here, so instances with this box key sign with it');
+      await gateway.db.query('DELETE FROM signing_keys WHERE kid = $1', [sealedOwn]);
+    } finally {
+      await restoreKeys([stray, good.next.kid]);
+    }
+    void clock;
   });
 });
 
@@ -246,9 +429,7 @@ describe('two rotations in one second', () => {
       const { rows } = await gateway.db.query<{ retired_at_s: bigint | null }>('SELECT retired_at_s FROM signing_keys WHERE kid = $1', [first.next.kid]);
       expect(rows[0]!.retired_at_s).toBe(BigInt(nowS + 600));
     } finally {
-      await gateway.db.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [[first.next.kid, second.next.kid]]);
-      await gateway.db.query('UPDATE signing_keys SET retired_at_s = NULL, published_until_s = NULL');
-      await gateway.signing.reload();
+      await restoreKeys([first.next.kid, second.next.kid]);
     }
   });
 });
@@ -352,18 +533,40 @@ describe('acg keys', () => {
       const unsealed = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: live }).catch((error: { code: number; stderr: string }) => error);
       expect(unsealed).toMatchObject({ code: 2, stderr: expect.stringContaining('live mode seals a rotated key with ACG_SECRET_BOX_KEY') });
       const boxKey = generateSecretBoxKey().text;
-      const sealed = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: { ...live, ACG_SECRET_BOX_KEY: boxKey } });
+      // No instance has served here with a box key, and no key is sealed: nothing shows the box key is the instances'
+      // own, so live mode refuses before it says it generates anything, unless told (found from outside: a mistyped box
+      // key was accepted, and no instance could open the key).
+      const unproven = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: { ...live, ACG_SECRET_BOX_KEY: boxKey } }).catch((error: { code: number; stdout: string; stderr: string }) => error);
+      expect(unproven).toMatchObject({ code: 2, stdout: '', stderr: expect.stringContaining('pass --unchecked-box-key') });
+      const sealed = await run(process.execPath, [ACG, 'keys', 'rotate', '--unchecked-box-key'], { env: { ...live, ACG_SECRET_BOX_KEY: boxKey } });
       expect(sealed.stdout).toMatch(/^generating a new ES256 key, sealed with ACG_SECRET_BOX_KEY…\npublished /);
       // The keys it replaced that live mode never used are said to be so, not "stops signing".
-      expect(sealed.stdout).toMatch(/\S+ is unsealed: live mode does not use it \(delete it\)\n/);
+      expect(sealed.stdout).toMatch(/(\S+) is unsealed: live mode does not use it \(acg keys withdraw \1 removes it\)\n/);
       expect(sealed.stdout).not.toMatch(/stops signing/);
       expect(sealed.stdout).not.toContain('receipts a replaced key signed');
       // Live mode's list names the keys it leaves out: the two rotated in dev mode, kept unsealed.
       const liveList = await run(process.execPath, [ACG, 'keys', 'list'], { env: live });
-      const ignored = liveList.stdout.split('\n').filter((line) => line.endsWith('unsealed: live mode does not use it (delete it)'));
+      const ignored = liveList.stdout.split('\n').filter((line) => / {2}unsealed: live mode does not use it \(acg keys withdraw \S+ removes it\)$/.test(line));
       expect(ignored).toHaveLength(2);
       for (const line of ignored) expect(line.split(/\s+/)[1]).toBe('ignored');
       expect(liveList.stdout.split('\n').filter((line) => line.split(/\s+/)[1] === 'signing')).toHaveLength(0);
+      // With another box key in the shell, the list says which sealed key does not open with it.
+      const otherBox = generateSecretBoxKey().text;
+      const listedOther = await run(process.execPath, [ACG, 'keys', 'list'], { env: { ...live, ACG_SECRET_BOX_KEY: otherBox } });
+      expect(listedOther.stdout).toMatch(/ {2}sealed with another box key than ACG_SECRET_BOX_KEY here\n/);
+      // The sealed key shows which box key the instances run with: another is refused, whatever the flag.
+      const mistyped = await run(process.execPath, [ACG, 'keys', 'rotate', '--unchecked-box-key'], { env: { ...live, ACG_SECRET_BOX_KEY: otherBox } }).catch(
+        (error: { code: number; stdout: string; stderr: string }) => error,
+      );
+      expect(mistyped).toMatchObject({ code: 2, stdout: '', stderr: expect.stringContaining('ACG_SECRET_BOX_KEY here does not open the signing keys already in the database') });
+      // A key live mode never used (unsealed) is withdrawn; one that signs is refused.
+      const ignoredKid = ignored[0]!.split(/\s+/)[0]!;
+      const withdrawn = await run(process.execPath, [ACG, 'keys', 'withdraw', ignoredKid], { env: live });
+      expect(withdrawn.stdout).toContain(`withdrew ${ignoredKid}: it was kept unsealed, which live mode never uses\n`);
+      // Each key command's help ends with an example.
+      for (const command of ['withdraw']) {
+        expect((await run(process.execPath, [ACG, 'keys', command, '--help'])).stdout, command).toMatch(/\nExample: .*npx acg keys /);
+      }
 
       // A leaked key: the new key signs now, and the replaced one stops verifying now (found from outside: the shortest
       // retention was 600 s, and nothing said what to do).
@@ -379,10 +582,15 @@ describe('acg keys', () => {
       const stateOf = (kid: string) => afterLeak.stdout.split('\n').find((line) => line.startsWith(kid))?.split(/\s+/)[1];
       expect(stateOf(sealedKid)).toBe('expired');
       expect(afterLeak.stdout.split('\n').filter((line) => line.split(/\s+/)[1] === 'signing')).toHaveLength(1);
+      // A key that signs is not withdrawn: what it signed would stop verifying.
+      const signingKid = /published (\S+);/.exec(leaked.stdout)![1]!;
+      const kept = await run(process.execPath, [ACG, 'keys', 'withdraw', signingKid], { env: { ...live, ACG_SECRET_BOX_KEY: boxKey } }).catch((error: { code: number; stderr: string }) => error);
+      expect(kept).toMatchObject({ code: 2, stderr: expect.stringContaining(`${signingKid} has been due to sign since`) });
     } finally {
       await database?.drop();
       rmSync(dataDir, { recursive: true, force: true });
     }
-    // Nine CLI processes, each opening the database: 12 s on a quiet machine, past 30 s under the whole suite's load once.
-  }, 90_000);
+    // Seventeen CLI processes, most opening the database: 12 s for nine of them on a quiet machine, past 30 s under the
+    // whole suite's load once; 90 s with five test files beside it on two cores.
+  }, 180_000);
 });
