@@ -433,6 +433,7 @@ export function buildCli(): Command {
     .addHelpText(
       'after',
       keysDatabase +
+        '\nThe latest rotation is the one whose key signs next: a key of an earlier rotation still upcoming (it signed nothing) is withdrawn, and the key signing now goes on until the new one takes over.' +
         "\nLive mode seals the new key with ACG_SECRET_BOX_KEY, and only with the instances' own: each serving instance keeps a check of its box key in the database, which this key must open (exit 2 otherwise)." +
         '\nA leaked key: `acg keys rotate --expire-now`; every instance stops trusting it within 5 s, its key reload (docs/operations.md, "A signing key leaked").',
     )

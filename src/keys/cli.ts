@@ -165,6 +165,7 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
     );
   }
   for (const kid of report.removedKids) process.stdout.write(`removed ${kid}: past its publication window\n`);
+  for (const kid of report.withdrawnKids) process.stdout.write(`withdrew ${kid}: an earlier rotation's key, still upcoming, which signed nothing; this one replaces it\n`);
   process.stdout.write(`published ${report.next.kid}; it signs from ${when(report.next.activeFromS, nowS)}\n`);
   for (const key of report.replaced) {
     if (key.state === 'ignored') {

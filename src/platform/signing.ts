@@ -497,7 +497,10 @@ function opensWith(row: SigningKeyRow, box: SecretBoxKey): boolean {
   }
 }
 
-/** Each key's state as a gateway in `mode` sees it: live mode leaves unsealed keys out, so they are `ignored`. */
+/**
+ * Each key's state as a gateway in `mode` sees it: live mode leaves unsealed keys out, so they are `ignored`. A key
+ * retired before it became active (a later rotation replaced it first) never signs: `retired`, not `upcoming`.
+ */
 function summarise(rows: SigningKeyRow[], nowS: number, mode: Config['mode'] = 'dev', box?: SecretBoxKey): SigningKeySummary[] {
   const keys = rows.map((r) => ({
     kid: r.kid,
@@ -513,7 +516,7 @@ function summarise(rows: SigningKeyRow[], nowS: number, mode: Config['mode'] = '
     let state: SigningKeyState = 'retired';
     if (!used(k)) state = 'ignored';
     else if (k.publishedUntilS !== null && k.publishedUntilS <= nowS) state = 'expired';
-    else if (k.activeFromS > nowS) state = 'upcoming';
+    else if (k.activeFromS > nowS && signsNowOrLater(k, nowS)) state = 'upcoming';
     else if (k === signing) state = 'signing';
     return { ...k, state };
   });
@@ -568,6 +571,8 @@ export interface RotationReport {
   next: SigningKeySummary;
   replaced: SigningKeySummary[];
   removedKids: string[];
+  /** Keys of earlier rotations still upcoming, which signed nothing: this rotation's key replaces them (deleted). */
+  withdrawnKids: string[];
 }
 
 /** A refusal of a key command (exit 2): what is wrong and what to do, in one message. */
@@ -673,9 +678,10 @@ async function restoreReplaced(tx: Tx, withdrawn: readonly SigningKeyRow[]): Pro
 }
 
 /**
- * Adds the next signing key. It is published at once and signs from `nowS + leadS`; every key that
- * would still be signing then stops at that moment and stays published for `retentionS` more. Keys
- * past their publication window are deleted. Instances pick the change up on their next key reload.
+ * Adds the next signing key. It is published at once and signs from `nowS + leadS`; every other key that would
+ * still sign then stops at that moment and stays published for `retentionS` more. Keys past their publication window
+ * are deleted, and so are keys of earlier rotations still upcoming, which signed nothing (`neverSigned`): the latest
+ * rotation's key is the one that signs next. Instances pick the change up on their next key reload.
  */
 export async function rotateSigningKeys(db: Database, options: RotationOptions): Promise<RotationReport> {
   const key = await generateSigningKey();
@@ -686,14 +692,22 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
     await refuseBoxKey(tx, rows, options);
     const expired = rows.filter((r) => r.published_until_s !== null && Number(r.published_until_s) <= options.nowS).map((r) => r.kid);
     if (expired.length > 0) await tx.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [expired]);
-    // Every key that would still sign then stops at that moment, one that becomes active at that very second too (two
-    // rotations in one second left two keys active from one instant, neither replaced; found by CI); expiring now, an
-    // upcoming key too (it would sign after).
+    // Found from outside: after a routine rotation, one with --lead-s 0 signed at once, and the routine one's key, still
+    // upcoming, took over when it became active, replacing the newer key. An upcoming key signed nothing: withdrawn,
+    // and the keys it was to replace go on until this rotation's key takes over.
+    const withdrawn = rows.filter((r) => !expired.includes(r.kid) && neverSigned(r, options.nowS));
+    if (withdrawn.length > 0) {
+      await tx.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [withdrawn.map((r) => r.kid)]);
+      await restoreReplaced(tx, withdrawn);
+    }
+    // Every key that would still sign then stops at that moment: one that becomes active at that very second too (two
+    // rotations in one second left two keys active from one instant, neither replaced; found by CI), and one becoming
+    // active after it, too soon to withdraw (it would sign after); expiring now, all of them.
     const { rows: replaced } = await tx.query<SigningKeyRow>(
       `UPDATE signing_keys SET retired_at_s = $1, published_until_s = $2
-       WHERE (active_from_s <= $1 OR $3::boolean) AND (retired_at_s IS NULL OR retired_at_s > $1)
+       WHERE retired_at_s IS NULL OR retired_at_s > $1
        RETURNING ${KEY_COLUMNS}`,
-      [activeFromS, publishedUntilS, options.retentionS === 0],
+      [activeFromS, publishedUntilS],
     );
     // Expiring now (a leak), the keys an earlier rotation retired stop verifying too: a leak is often found after a
     // routine rotation, and the leaked key then verified for the rest of its retention (found from outside).
@@ -711,7 +725,7 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
       [key.kid, SIGNING_ALG, JSON.stringify(key.publicJwk), storedPrivate(key.kid, key.privateJwk, options.sealWith), options.nowS, activeFromS],
     );
     const next: SigningKeySummary = { kid: key.kid, state: options.leadS > 0 ? 'upcoming' : 'signing', activeFromS, retiredAtS: null, publishedUntilS: null, sealed: options.sealWith !== undefined };
-    return { next, replaced: summarise(replaced, options.nowS, options.mode), removedKids: expired };
+    return { next, replaced: summarise(replaced, options.nowS, options.mode), removedKids: expired, withdrawnKids: withdrawn.map((r) => r.kid) };
   });
 }
 

@@ -418,18 +418,62 @@ describe('acg keys withdraw (withdrawSigningKey)', () => {
   });
 });
 
-describe('two rotations in one second', () => {
-  it('the later replaces the earlier, which would otherwise become active at the same instant (found by CI)', async () => {
+describe('two rotations in a row', () => {
+  // Found from outside: `keys rotate` then `keys rotate --lead-s 0`: the second key signed at once, and ten minutes
+  // later the first one, still upcoming, took over from it.
+  it('the latest rotation signs: a key of an earlier rotation still upcoming is withdrawn, and the key signing now goes on until the new one takes over', async () => {
+    const { gateway, clock } = world.gw;
+    await gateway.signing.reload();
+    const current = decodeProtectedHeader(await ownerToken(600)).kid!;
+    const made: string[] = [];
+    const rotate = async (leadS: number) => {
+      const report = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS, retentionS: 3600 });
+      made.push(report.next.kid);
+      return report;
+    };
+    try {
+      const routine = await rotate(600);
+      clock.advance(100_000);
+      const second = await rotate(600);
+      expect(second.withdrawnKids).toEqual([routine.next.kid]);
+      // The key signing now stops when the second key takes over, not when the withdrawn one would have.
+      expect(second.replaced).toContainEqual(expect.objectContaining({ kid: current, retiredAtS: second.next.activeFromS }));
+      expect(second.replaced.map((key) => key.kid)).not.toContain(routine.next.kid);
+      await gateway.signing.reload();
+      expect(await jwksKids()).not.toContain(routine.next.kid);
+      clock.advance(550_000);
+      expect(decodeProtectedHeader(await ownerToken(600)).kid).toBe(current);
+      // 20 s before the second key signs, too close to be sure that no instance (its clock ahead) signed with it: the
+      // next rotation retires it instead, so it never signs after the newer key either.
+      clock.advance(30_000);
+      const urgent = await rotate(0);
+      expect(urgent.withdrawnKids).toEqual([]);
+      expect(urgent.replaced).toContainEqual(expect.objectContaining({ kid: second.next.kid, state: 'retired' }));
+      await gateway.signing.reload();
+      expect(decodeProtectedHeader(await ownerToken(600)).kid).toBe(urgent.next.kid);
+      clock.advance(100_000);
+      await gateway.signing.reload();
+      expect(decodeProtectedHeader(await ownerToken(600)).kid).toBe(urgent.next.kid);
+    } finally {
+      await restoreKeys(made);
+    }
+  });
+
+  it('in one second: with a lead, the later withdraws the earlier; without, it replaces it at the same instant (found by CI)', async () => {
     const { gateway, clock } = world.gw;
     const nowS = clock.nowS() + 5000;
     const first = await rotateSigningKeys(gateway.db, { nowS, leadS: 600, retentionS: 3600 });
     const second = await rotateSigningKeys(gateway.db, { nowS, leadS: 600, retentionS: 3600 });
+    const third = await rotateSigningKeys(gateway.db, { nowS, leadS: 0, retentionS: 3600 });
+    const fourth = await rotateSigningKeys(gateway.db, { nowS, leadS: 0, retentionS: 3600 });
     try {
-      expect(second.replaced.map((key) => key.kid)).toContain(first.next.kid);
-      const { rows } = await gateway.db.query<{ retired_at_s: bigint | null }>('SELECT retired_at_s FROM signing_keys WHERE kid = $1', [first.next.kid]);
-      expect(rows[0]!.retired_at_s).toBe(BigInt(nowS + 600));
+      expect(second.withdrawnKids).toEqual([first.next.kid]);
+      expect(third.withdrawnKids).toEqual([second.next.kid]);
+      expect(fourth.replaced.map((key) => key.kid)).toContain(third.next.kid);
+      const { rows } = await gateway.db.query<{ retired_at_s: bigint | null }>('SELECT retired_at_s FROM signing_keys WHERE kid = $1', [third.next.kid]);
+      expect(rows[0]!.retired_at_s).toBe(BigInt(nowS));
     } finally {
-      await restoreKeys([first.next.kid, second.next.kid]);
+      await restoreKeys([first.next.kid, second.next.kid, third.next.kid, fourth.next.kid]);
     }
   });
 });
@@ -539,15 +583,18 @@ describe('acg keys', () => {
       const unproven = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: { ...live, ACG_SECRET_BOX_KEY: boxKey } }).catch((error: { code: number; stdout: string; stderr: string }) => error);
       expect(unproven).toMatchObject({ code: 2, stdout: '', stderr: expect.stringContaining('pass --unchecked-box-key') });
       const sealed = await run(process.execPath, [ACG, 'keys', 'rotate', '--unchecked-box-key'], { env: { ...live, ACG_SECRET_BOX_KEY: boxKey } });
-      expect(sealed.stdout).toMatch(/^generating a new ES256 key, sealed with ACG_SECRET_BOX_KEY…\npublished /);
+      expect(sealed.stdout).toMatch(/^generating a new ES256 key, sealed with ACG_SECRET_BOX_KEY…\n(withdrew .+\n)?published /);
       // The keys it replaced that live mode never used are said to be so, not "stops signing".
       expect(sealed.stdout).toMatch(/(\S+) is unsealed: live mode does not use it \(acg keys withdraw \1 removes it\)\n/);
+      // The second rotation's key, still upcoming, signed nothing: this rotation's key is the one that signs next.
+      const secondKid = /published (\S+);/.exec(second.stdout)![1]!;
+      expect(sealed.stdout).toContain(`withdrew ${secondKid}: an earlier rotation's key, still upcoming, which signed nothing; this one replaces it\n`);
       expect(sealed.stdout).not.toMatch(/stops signing/);
       expect(sealed.stdout).not.toContain('receipts a replaced key signed');
-      // Live mode's list names the keys it leaves out: the two rotated in dev mode, kept unsealed.
+      // Live mode's list names the keys it leaves out: the one rotated in dev mode left, kept unsealed.
       const liveList = await run(process.execPath, [ACG, 'keys', 'list'], { env: live });
       const ignored = liveList.stdout.split('\n').filter((line) => / {2}unsealed: live mode does not use it \(acg keys withdraw \S+ removes it\)$/.test(line));
-      expect(ignored).toHaveLength(2);
+      expect(ignored).toHaveLength(1);
       for (const line of ignored) expect(line.split(/\s+/)[1]).toBe('ignored');
       expect(liveList.stdout.split('\n').filter((line) => line.split(/\s+/)[1] === 'signing')).toHaveLength(0);
       // With another box key in the shell, the list says which sealed key does not open with it.
@@ -580,7 +627,9 @@ describe('acg keys', () => {
       expect(leaked.stdout).toMatch(/published \S+; it signs from \S+ \(now\)\n/);
       const afterLeak = await run(process.execPath, [ACG, 'keys', 'list'], { env: live });
       const stateOf = (kid: string) => afterLeak.stdout.split('\n').find((line) => line.startsWith(kid))?.split(/\s+/)[1];
-      expect(stateOf(sealedKid)).toBe('expired');
+      // The sealed key was still upcoming: withdrawn, not merely expired (the latest rotation's key is the one that signs).
+      expect(leaked.stdout).toContain(`withdrew ${sealedKid}: an earlier rotation's key, still upcoming`);
+      expect(stateOf(sealedKid)).toBeUndefined();
       expect(afterLeak.stdout.split('\n').filter((line) => line.split(/\s+/)[1] === 'signing')).toHaveLength(1);
       // A key that signs is not withdrawn: what it signed would stop verifying.
       const signingKid = /published (\S+);/.exec(leaked.stdout)![1]!;
