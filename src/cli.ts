@@ -409,7 +409,8 @@ export function buildCli(): Command {
 
   const keys = program.command('keys').description("the gateway's ES256 signing keys (published at /.well-known/jwks.json)");
   const keysDatabase =
-    '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time. It never migrates: the database must be at the schema of this release (acg migrate).';
+    '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time. It never migrates: the database must be at the schema of this release (acg migrate). ' +
+    "Times are the database's clock, which every instance's keys follow.";
   const uncheckedBoxKey =
     "live mode: go on though nothing shows ACG_SECRET_BOX_KEY is the instances' own (no instance with one has served on this database yet)";
   keys

@@ -1,8 +1,10 @@
 // `acg keys list`, `acg keys rotate` and `acg keys withdraw`: the operator's view of the gateway's ES256 signing keys,
 // the one safe way to replace the signing key, and the way to take back a key that never signed. A rotation publishes
 // the next key before it signs (every instance reloads keys every KEY_RELOAD_INTERVAL_S; verifiers cache our JWKS for
-// 300 s) and keeps the replaced key published, so it still verifies, until every token it signed has expired.
-import { databaseNowMs, SystemClock } from '../platform/clock.ts';
+// 300 s) and keeps the replaced key published, so it still verifies, until every token it signed has expired. Every
+// time here is the database's (`databaseNowMs`): instances compare the keys' times with theirs, and the host running
+// the command may be another, whose clock may differ (found from outside).
+import { databaseNowMs } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { LedgerService } from '../ledger/service.ts';
@@ -103,8 +105,10 @@ function printKeys(keys: SigningKeySummary[], nowS: number): void {
 }
 
 export async function listKeys(config: Config): Promise<void> {
-  const nowS = new SystemClock().nowS();
-  const keys = await withDatabase(config, (db) => listSigningKeys(db, nowS, config.mode, configuredSecretBoxKey(config)));
+  const { keys, nowS } = await withDatabase(config, async (db) => {
+    const nowS = await databaseNowS(db);
+    return { keys: await listSigningKeys(db, nowS, config.mode, configuredSecretBoxKey(config)), nowS };
+  });
   if (config.signingKey) {
     const kid = await configuredKid(config.signingKey);
     // Live mode leaves out a configured key the table keeps unsealed (SigningKeys.reload): say so, not that it signs.
@@ -136,8 +140,8 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
   if (!sealWith && config.mode === 'live') {
     fail('live mode seals a rotated key with ACG_SECRET_BOX_KEY (base64 of 32 random bytes, the one the gateway runs with): set it and rotate again');
   }
-  const nowS = new SystemClock().nowS();
-  const { report, outlasting, longestHoldS } = await withDatabase(config, async (db) => {
+  const { report, outlasting, longestHoldS, nowS } = await withDatabase(config, async (db) => {
+    const nowS = await databaseNowS(db);
     const rotation = { nowS, leadS, retentionS, sealWith, uncheckedBoxKey: options.uncheckedBoxKey, mode: config.mode };
     // A refusal before the work is said (found from outside: a refused box key was first told "generating a new key").
     await checkRotation(db, rotation);
@@ -147,6 +151,7 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
       report: await rotateSigningKeys(db, rotation),
       outlasting: await LedgerService.heldPast(db, nowS + leadS + retentionS),
       longestHoldS: await OfferService.longestHoldLifetimeS(db),
+      nowS,
     };
   }).catch(refused);
   if (outlasting.count > 0 && !options.expireNow) {

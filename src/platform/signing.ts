@@ -354,7 +354,10 @@ export class SigningKeys {
     return this.keys.length > 0;
   }
 
-  /** Why nothing signs, as the operator needs to hear it: ACG_SIGNING_KEY left out (see `reload`), the key due to sign not opening here, or no key at all. */
+  /**
+   * Why nothing signs, as the operator needs to hear it: ACG_SIGNING_KEY left out (see `reload`), the key due to sign
+   * not opening here, no key active yet by this instance's clock, or no key at all.
+   */
   get whyUnconfigured(): string {
     if (this.exposedConfiguredKid !== undefined) {
       return `ACG_SIGNING_KEY is a key the database keeps unsealed (kid ${this.exposedConfiguredKid}), which anyone who read the database could sign with: set it to a new ES256 private key`;
@@ -364,6 +367,18 @@ export class SigningKeys {
     const due = signingAt(this.unopened, nowS) ?? this.unopened.find((key) => signsNowOrLater(key, nowS) && !this.keys.some((k) => signsNowOrLater(k, nowS)));
     if (due !== undefined) {
       return `the signing key that would sign (${due.kid}) does not open here (${due.reason}). ${unopenedRemedy(due.kid, due.reason)}`;
+    }
+    // Keys exist, but by this instance's clock none is active yet (found from outside: an instance whose clock was
+    // 300 s behind the database's answered every mint "set ACG_SIGNING_KEY", and the keys' activation is the
+    // database's time, set by `acg keys rotate`).
+    const upcoming = this.keys.filter((key) => key.activeFromS > nowS && signsNowOrLater(key, nowS));
+    const earliest = upcoming.reduce<LoadedKey | undefined>((first, key) => (!first || key.activeFromS < first.activeFromS ? key : first), undefined);
+    if (earliest !== undefined) {
+      return (
+        `no signing key is active yet by this instance's clock (${isoS(nowS)}): the earliest, ${earliest.kid}, signs from ${isoS(earliest.activeFromS)}, ` +
+        `${earliest.activeFromS - nowS} s from now by this clock. Keys become active by the database's clock: if it is past that time there, this ` +
+        "host's clock is behind (check its time synchronisation); otherwise wait for it, or set ACG_SIGNING_KEY"
+      );
     }
     return 'set ACG_SIGNING_KEY to an ES256 private key';
   }
@@ -548,6 +563,7 @@ export async function listSigningKeys(db: Queryable, nowS: number, mode: Config[
 const neverSigned = (row: SigningKeyRow, nowS: number): boolean => Number(row.active_from_s) > nowS + NEVER_SIGNED_MARGIN_S;
 
 export interface RotationOptions {
+  /** Now, by the database's clock (`databaseNowMs`): the time every instance's keys are compared with. */
   nowS: number;
   /** Seconds between publishing the new key and signing with it. */
   leadS: number;

@@ -25,7 +25,7 @@ import { LedgerService } from '../../src/ledger/service.ts';
 import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { generateKeyPairSync } from 'node:crypto';
 import { BOX_KEY_CHECK_RECENT_S, generateSecretBoxKey, openSecret, recordBoxKeyCheck, sealSecret, type SecretBoxKey } from '../../src/platform/secret-box.ts';
-import { databaseNowMs } from '../../src/platform/clock.ts';
+import { databaseNowMs, type Clock } from '../../src/platform/clock.ts';
 import { openDatabase } from '../../src/platform/db/open.ts';
 
 const run = promisify(execFile);
@@ -351,6 +351,24 @@ describe('a key this instance cannot open (sealed with another box key, or it ha
       await restoreKeys(kids);
     }
   });
+
+  it("answers a signature with 503 naming the clock, not ACG_SIGNING_KEY, when keys exist but none is active yet by this instance's clock (found from outside)", async () => {
+    const { gateway, clock, config } = world.gw;
+    const box = generateSecretBoxKey();
+    const rotated = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 600, sealWith: box.key, mode: 'dev' });
+    try {
+      const behind: Clock = { nowMs: () => clock.nowMs() - 300_000, nowS: () => clock.nowS() - 300 };
+      const late = await SigningKeys.open(gateway.db, behind, { ...config, mode: 'live', signingKey: undefined, secretBoxKey: box.text });
+      expect(late.jwks().keys.map((key) => key.kid)).toEqual([rotated.next.kid]);
+      expect(late.startRefusal()).toBeUndefined();
+      await expect(late.sign({ iss: world.url }, 'at+jwt')).rejects.toMatchObject({
+        code: 'signing_configuration_required',
+        message: expect.stringMatching(new RegExp(`^no signing key is active yet by this instance's clock \\(\\S+\\): the earliest, ${rotated.next.kid}, signs from \\S+, 300 s from now by this clock\\. Keys become active by the database's clock`)),
+      });
+    } finally {
+      await restoreKeys([rotated.next.kid]);
+    }
+  });
 });
 
 describe('acg keys withdraw (withdrawSigningKey)', () => {
@@ -642,4 +660,30 @@ describe('acg keys', () => {
     // Seventeen CLI processes, most opening the database: 12 s for nine of them on a quiet machine, past 30 s under the
     // whole suite's load once; 90 s with five test files beside it on two cores.
   }, 180_000);
+});
+
+// On PostgreSQL only: the embedded database runs in the command's own process, whose clock is the one moved here.
+describe.runIf(onPostgres())("acg keys rotate's times", () => {
+  it("are the database's clock, not the host's: instances compare the keys' times with the database's (found from outside)", async () => {
+    const database = await createPostgresDatabase();
+    // The command's host clock 300 s behind the database's.
+    const env = { ...process.env, DATABASE_URL: database.url, LOG_LEVEL: 'silent', NODE_OPTIONS: '--import=data:text/javascript,const%20n=Date.now;Date.now=()=>n()-300000;' };
+    try {
+      await run(process.execPath, [ACG, 'migrate'], { env });
+      const rotated = await run(process.execPath, [ACG, 'keys', 'rotate', '--lead-s', '0', '--retention-s', '600'], { env });
+      const kid = /published (\S+); it signs from \S+ \(now\)/.exec(rotated.stdout)![1]!;
+      const db = await openDatabase({ dataDir: tmpdir(), databaseUrl: database.url, db: world.gw.config.db });
+      try {
+        const { rows } = await db.query<{ active_from_s: string; now_s: string }>(
+          'SELECT active_from_s::text, floor(extract(epoch FROM clock_timestamp()))::bigint::text AS now_s FROM signing_keys WHERE kid = $1',
+          [kid],
+        );
+        expect(Number(rows[0]!.now_s) - Number(rows[0]!.active_from_s)).toBeLessThan(30);
+      } finally {
+        await db.close();
+      }
+    } finally {
+      await database.drop();
+    }
+  }, 60_000);
 });
