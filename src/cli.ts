@@ -418,7 +418,8 @@ export function buildCli(): Command {
     .description('show each key in the database: upcoming, signing, retired (still verifying) or expired')
     .addHelpText(
       'after',
-      `${keysDatabase}\nWith ACG_SECRET_BOX_KEY set, a sealed key that does not open with it says so: one a rotation with another box key left.`,
+      `${keysDatabase}\nWith ACG_SECRET_BOX_KEY set, a sealed key that does not open with it says so: one a rotation with another box key left.\n\n` +
+        'Example: DATABASE_URL=postgres://…/acg npx acg keys list',
     )
     .action(async () => {
       const { listKeys } = await import('./keys/cli.ts');
@@ -436,7 +437,8 @@ export function buildCli(): Command {
       keysDatabase +
         '\nThe latest rotation is the one whose key signs next: a key of an earlier rotation still upcoming (it signed nothing) is withdrawn, and the key signing now goes on until the new one takes over.' +
         "\nLive mode seals the new key with ACG_SECRET_BOX_KEY, and only with the instances' own: each serving instance keeps a check of its box key in the database, which this key must open (exit 2 otherwise)." +
-        '\nA leaked key: `acg keys rotate --expire-now`; every instance stops trusting it within 5 s, its key reload (docs/operations.md, "A signing key leaked").',
+        '\nA leaked key: `acg keys rotate --expire-now`; every instance stops trusting it within 5 s, its key reload (docs/operations.md, "A signing key leaked").\n\n' +
+        'Example: ACG_MODE=live ACG_SECRET_BOX_KEY=… DATABASE_URL=postgres://…/acg npx acg keys rotate   (signs in 600 s, the old key verifies 7 days more; --expire-now after a leak)',
     )
     .action(async (options: { leadS: string; retentionS: string; expireNow?: boolean; uncheckedBoxKey?: boolean }, command: Command) => {
       if (options.expireNow && (command.getOptionValueSource('leadS') === 'cli' || command.getOptionValueSource('retentionS') === 'cli')) {
