@@ -10,7 +10,7 @@ import type { Database } from '../platform/db/database.ts';
 import { LedgerService } from '../ledger/service.ts';
 import { OfferService } from '../offers/service.ts';
 import { configuredSecretBoxKey } from '../platform/secret-box.ts';
-import { schemaState, type SchemaState } from '../platform/db/migrate.ts';
+import { schemaRefusal, schemaState, type SchemaState } from '../platform/db/migrate.ts';
 import { embeddedDatabaseDir, openDatabase } from '../platform/db/open.ts';
 import { cannotOpenDatabase } from '../platform/db/faults.ts';
 import { existsSync } from 'node:fs';
@@ -76,11 +76,7 @@ async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>)
     }
   }
   await db.close();
-  if (schema.state === 'none') fail('this database holds no gateway schema: run acg migrate (or start the gateway) first, or point DATABASE_URL / ACG_DATA_DIR at the gateway\'s');
-  if (schema.state === 'behind') {
-    fail('the database\'s schema is behind this release: run acg migrate first (during an upgrade, once the older instances are drained: docs/operations.md, "Upgrading to a new release"), or run the release the gateway runs');
-  }
-  fail(schema.refusal);
+  fail(schemaRefusal(schema)!);
 }
 
 /** Now by the database's clock, in seconds. */
