@@ -6,16 +6,15 @@
 // for it, so a gateway clock behind by more than that refuses its new key's tokens until a later token's iat
 // catches up; the refusal called such a genuine token "a forgery, or a key the gateway stopped publishing" and never
 // named the clock (found from outside: a gateway 40 s behind, a rotation with no lead, 9 s of refusals).
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MerchantClient, VerificationError } from '@agent-credit-gateway/merchant';
+import { MerchantClient } from '@agent-credit-gateway/merchant';
+import { refusal, serveKeySet, type LocalGateway } from './support.ts';
 
 const MERCHANT_ID = 'mer_keys';
 const ISO = '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z';
 
-let server: http.Server;
+let gateway: LocalGateway | undefined;
 let gatewayUrl: string;
 /** The keys the local gateway publishes now. */
 let published: JWK[] = [];
@@ -45,28 +44,11 @@ function forgedKid(token: string, kid: string): string {
   return token.replace(/^[^.]+/, Buffer.from(JSON.stringify({ alg: 'ES256', typ: 'voucher+jwt', kid })).toString('base64url'));
 }
 
-async function refusal(promise: Promise<unknown>): Promise<VerificationError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof VerificationError) return error;
-    throw error;
-  }
-  throw new Error('expected a VerificationError');
-}
-
 beforeAll(async () => {
-  server = http.createServer((request, response) => {
-    if (request.url === '/.well-known/jwks.json') return void response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: published }));
-    response.writeHead(404).end();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  gatewayUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  gateway = await serveKeySet(() => published);
+  gatewayUrl = gateway.url;
 });
-afterAll(async () => {
-  server?.closeAllConnections();
-  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-});
+afterAll(() => gateway?.close());
 
 describe('a token no key of the key set verifies', () => {
   it("names the kid, the key set's URL, when it was fetched and the token's iat, and a gateway clock behind by more than clockToleranceS as a cause", async () => {

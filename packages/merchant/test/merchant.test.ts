@@ -206,10 +206,8 @@ describe('verifyVoucher', () => {
     }
   });
 
-  // A forged kid just before a rotation with no lead made the new key's vouchers refused as forgeries for the whole
-  // cooldown, 30 s, and a forged kid every 30 s kept it so (found from outside).
-  it('finds a key that began signing right after a forged kid made it fetch the key set: a token is checked against keys fetched after it arrived', async () => {
-    const sdk = client({ jwksRefetchCooldownMs: 5_000 });
+  /** A forged kid makes `sdk` fetch the key set; then a rotation with no lead, and a voucher of the new key. */
+  async function forgedKidThenRotation(sdk: MerchantClient): Promise<Awaited<ReturnType<typeof mint>>> {
     const { voucher } = await mint();
     await sdk.verifyVoucher(voucher);
     const [header, payload, signature] = voucher.split('.') as [string, string, string];
@@ -217,7 +215,14 @@ describe('verifyVoucher', () => {
     expect((await failure(sdk.verifyVoucher(forged))).code).toBe('invalid_token');
     await rotateSigningKeys(world.gw.gateway.db, { nowS: world.gw.clock.nowS(), leadS: 0, retentionS: 3600 });
     await world.gw.gateway.signing.reload();
-    const fresh = await mint();
+    return mint();
+  }
+
+  // A forged kid just before a rotation with no lead made the new key's vouchers refused as forgeries for the whole
+  // cooldown, 30 s, and a forged kid every 30 s kept it so (found from outside).
+  it('finds a key that began signing right after a forged kid made it fetch the key set: a token is checked against keys fetched after it arrived', async () => {
+    const sdk = client({ jwksRefetchCooldownMs: 5_000 });
+    const fresh = await forgedKidThenRotation(sdk);
     const startedMs = Date.now();
     expect((await sdk.verifyVoucher(fresh.voucher)).redemptionId).toBe(fresh.redemption.id);
     expect(Date.now() - startedMs).toBeLessThan(6_000);
@@ -227,14 +232,7 @@ describe('verifyVoucher', () => {
   // a new key's publication count as after it, and the new key's vouchers were refused as forgeries (CI, 2026-12-07).
   it("finds a new key though the gateway's clock is seconds behind this process's: a token's iat is read with the clock tolerance", async () => {
     const sdk = client({ jwksRefetchCooldownMs: 2_000 });
-    const { voucher } = await mint();
-    await sdk.verifyVoucher(voucher);
-    const [header, payload, signature] = voucher.split('.') as [string, string, string];
-    const forged = `${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(header, 'base64url').toString()), kid: 'forged-first' })).toString('base64url')}.${payload}.${signature}`;
-    expect((await failure(sdk.verifyVoucher(forged))).code).toBe('invalid_token');
-    await rotateSigningKeys(world.gw.gateway.db, { nowS: world.gw.clock.nowS(), leadS: 0, retentionS: 3600 });
-    await world.gw.gateway.signing.reload();
-    const fresh = await mint();
+    const fresh = await forgedKidThenRotation(sdk);
     const claims = decodeJwt(fresh.voucher);
     const behind = await world.gw.gateway.signing.sign({ ...claims, iat: claims.iat! - 5 }, decodeProtectedHeader(fresh.voucher).typ!);
     expect((await sdk.verifyVoucher(behind)).redemptionId).toBe(fresh.redemption.id);

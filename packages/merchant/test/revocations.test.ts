@@ -12,6 +12,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MerchantClient, RevocationSet, VerificationError, VOUCHER_LIFETIME_S_MAX_DEFAULT, type MerchantClientOptions, type RevocationFeedEntry } from '@agent-credit-gateway/merchant';
 import { onPostgres } from '../../../test/support/database.ts';
 import { waitFor } from '../../../test/support/wait.ts';
+import { refusal } from './support.ts';
 
 const MERCHANT_ID = 'mer_revocations';
 const OFFER_ID = 'off_revocations';
@@ -24,16 +25,6 @@ const T0 = 1_800_000_000;
 function manualClock(startS = T0) {
   const clock: { nowS: number; read: () => number } = { nowS: startS, read: () => clock.nowS };
   return clock;
-}
-
-async function refusal(promise: Promise<unknown>): Promise<VerificationError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof VerificationError) return error;
-    throw error;
-  }
-  throw new Error('expected a VerificationError');
 }
 
 // What is tested is the package, not a database: once is enough.

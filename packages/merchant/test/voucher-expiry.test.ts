@@ -5,17 +5,16 @@
 // goes back to the agent and a capture answers 409 hold_resolved, so a merchant that delivers first would give
 // the goods away); the tolerance only absorbs a gateway clock ahead of the merchant's (`nbf`, `iat` in the
 // future). A receipt, a record of a past capture, still verifies however old it is.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { errors, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MerchantClient, RevocationSet, VerificationError, type MerchantClientOptions } from '@agent-credit-gateway/merchant';
+import { MerchantClient, RevocationSet, type VerificationError, type MerchantClientOptions } from '@agent-credit-gateway/merchant';
+import { refusal, serveKeySet, type LocalGateway } from './support.ts';
 
 const MERCHANT_ID = 'mer_expiry';
 const OFFER_ID = 'off_expiry';
 const KID = 'expiry-key';
 
-let server: http.Server;
+let gateway: LocalGateway | undefined;
 let gatewayUrl: string;
 let privateKey: CryptoKey;
 
@@ -53,16 +52,6 @@ function receipt(claims: JWTPayload): Promise<string> {
     .sign(privateKey);
 }
 
-async function refusal(promise: Promise<unknown>): Promise<VerificationError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof VerificationError) return error;
-    throw error;
-  }
-  throw new Error('expected a VerificationError');
-}
-
 /** The refusal of an expired token: invalid_token, jose's JWTExpired (ERR_JWT_EXPIRED, claim exp) as its cause. */
 function expectExpired(error: VerificationError): void {
   expect(error.code).toBe('invalid_token');
@@ -77,17 +66,10 @@ beforeAll(async () => {
   const keys = await generateKeyPair('ES256');
   privateKey = keys.privateKey;
   const jwk = { ...(await exportJWK(keys.publicKey)), kid: KID, alg: 'ES256', use: 'sig' };
-  server = http.createServer((request, response) => {
-    if (request.url === '/.well-known/jwks.json') return void response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] }));
-    response.writeHead(404).end();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  gatewayUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  gateway = await serveKeySet(() => [jwk]);
+  gatewayUrl = gateway.url;
 });
-afterAll(async () => {
-  server?.closeAllConnections();
-  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-});
+afterAll(() => gateway?.close());
 
 describe('verifyVoucher and the clock tolerance', () => {
   it('refuses a voucher whose exp passed 1 to 29 s ago (within the default 30 s tolerance) as expired', async () => {
