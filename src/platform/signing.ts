@@ -116,10 +116,14 @@ function storedPrivate(kid: string, privateJwk: JWK, box: SecretBoxKey | undefin
 
 const NO_BOX_KEY = 'this instance has no ACG_SECRET_BOX_KEY';
 
+/** Why this instance cannot open the key `kid`, as the error and the warning about it both say it. */
+const cannotOpen = (kid: string, reason: string): string =>
+  reason === NO_BOX_KEY ? `signing key ${kid} is sealed, and ${NO_BOX_KEY}` : `signing key ${kid} does not open with this instance's ACG_SECRET_BOX_KEY (${reason})`;
+
 /** A sealed key that this instance cannot open: another box key sealed it, or none is configured (`reason`). */
 export class UnopenedKeyError extends Error {
   constructor(readonly kid: string, readonly reason: string) {
-    super(reason === NO_BOX_KEY ? `signing key ${kid} is sealed, and ${reason}` : `signing key ${kid} does not open with ACG_SECRET_BOX_KEY (${reason})`);
+    super(cannotOpen(kid, reason));
     this.name = 'UnopenedKeyError';
   }
 }
@@ -311,9 +315,8 @@ export class SigningKeys {
   private reportUnopenedKeys(keys: readonly UnopenedKey[]): void {
     for (const key of keys) {
       if (this.reportedUnopened.has(key.kid)) continue;
-      const opens = key.reason === NO_BOX_KEY ? `is sealed, and ${NO_BOX_KEY}` : `does not open with this instance's ACG_SECRET_BOX_KEY (${key.reason})`;
       this.reportIgnored(
-        `signing key ${key.kid} ${opens}: it is left out here, neither signing, published nor verifying, and the keys that open go on. ` +
+        `${cannotOpen(key.kid, key.reason)}: it is left out here, neither signing, published nor verifying, and the keys that open go on. ` +
           `${unopenedRemedy(key.kid, key.reason)}`,
         [key.kid],
       );
