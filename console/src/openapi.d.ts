@@ -7,7 +7,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness: the process answers */
+        /** Liveness: the process answers, and the mode it runs in */
         get: operations["getHealth"];
         put?: never;
         post?: never;
@@ -4043,6 +4043,11 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         status: "ok";
+                        /**
+                         * @description The mode the gateway runs in; said without asking the database, so it answers while that is away
+                         * @enum {string}
+                         */
+                        mode: "dev" | "live";
                     };
                 };
             };

@@ -7,6 +7,7 @@ import { describeStorage } from '../platform/db/open.ts';
 import { metricsTakeCredential } from '../platform/config.ts';
 import { ApiError } from '../platform/errors.ts';
 import { problems } from '../platform/http/openapi.ts';
+import { healthBody } from '../platform/http/front-door.ts';
 
 /** /readyz answers within 1 s whatever the database does: a check still running then counts as "not ready". */
 const READY_CHECK_BUDGET_MS = 500;
@@ -22,7 +23,10 @@ function schemaStateWithin(db: Database, budgetMs: number): Promise<SchemaState>
 
 import { checkHashedBearer } from '../platform/hashed-credential.ts';
 
-const Health = Type.Object({ status: Type.String({ enum: ['ok'] }) });
+const Health = Type.Object({
+  status: Type.String({ enum: ['ok'] }),
+  mode: Type.String({ enum: ['dev', 'live'], description: 'The mode the gateway runs in; said without asking the database, so it answers while that is away' }),
+});
 const Ready = Type.Object({ status: Type.String({ enum: ['ready'] }), storage: Type.String(), mode: Type.String() });
 
 export async function healthRoutes(app: FastifyInstance): Promise<void> {
@@ -30,8 +34,8 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
 
   app.get('/healthz', {
     config: { skipRateLimit: true },
-    schema: { operationId: 'getHealth', tags: ['operations'], summary: 'Liveness: the process answers', response: { 200: Health } },
-    handler: async () => ({ status: 'ok' }),
+    schema: { operationId: 'getHealth', tags: ['operations'], summary: 'Liveness: the process answers, and the mode it runs in', response: { 200: Health } },
+    handler: async () => healthBody(config),
   });
 
   app.get('/readyz', {

@@ -122,20 +122,22 @@ export function describeProblem(answer: GatewayAnswer): string {
 }
 
 /**
- * The mode the gateway at the base URL says it runs in (its /readyz), or undefined when none says (nothing there, not
- * ready, not the gateway). A dev command run against a live gateway says so, rather than print what it never accepts.
+ * The mode the gateway at the base URL says it runs in (its /healthz, which asks no database), or undefined when none
+ * says (nothing there, not the gateway). A dev command run against a live gateway says so, rather than print what it
+ * never accepts. Not /readyz: its database check, late under load, named no mode, and a dev command went without its
+ * credential (found in CI: four `acg demo` at once).
  */
 export async function gatewayMode(baseUrl: string): Promise<'dev' | 'live' | undefined> {
-  const mode = (await probeDocument(baseUrl, '/readyz', { whateverStatus: true }))?.mode;
+  const mode = (await probeDocument(baseUrl, '/healthz'))?.mode;
   return mode === 'live' || mode === 'dev' ? mode : undefined;
 }
 
-/** The JSON object a GET of `path` answers (when `whateverStatus` is not set, only with a 2xx), or undefined when none does. */
-async function probeDocument(baseUrl: string, path: string, options: { whateverStatus?: boolean } = {}): Promise<Record<string, unknown> | undefined> {
+/** The JSON object a GET of `path` answers with a 2xx, or undefined when none does. */
+async function probeDocument(baseUrl: string, path: string): Promise<Record<string, unknown> | undefined> {
   try {
     const response = await send(baseUrl, path, { method: 'GET', timeoutMs: PROBE_TIMEOUT_MS });
     const body: unknown = await response.json().catch(() => undefined);
-    const usable = (response.ok || options.whateverStatus) && typeof body === 'object' && body !== null;
+    const usable = response.ok && typeof body === 'object' && body !== null;
     return usable ? (body as Record<string, unknown>) : undefined;
   } catch {
     return undefined;
@@ -194,7 +196,7 @@ export function describeRefusal(config: Where, answer: GatewayAnswer): string {
 /**
  * The operator credential a command presents to the gateway at the base URL, or undefined when it holds none for it
  * (`missingCredential` says why): ACG_OPERATOR_TOKEN, or in dev mode the credential a dev gateway wrote into
- * ACG_DATA_DIR. That one is a dev gateway's, and is sent only to a gateway that says it runs in dev mode (its /readyz):
+ * ACG_DATA_DIR. That one is a dev gateway's, and is sent only to a gateway that says it runs in dev mode (its /healthz):
  * never to a live one, which may be another machine's and takes only ACG_OPERATOR_TOKEN, nor to whatever answers
  * without saying (found from outside: the dev file was presented to a live gateway, whose 401 was then blamed on
  * another ACG_DATA_DIR).
@@ -224,10 +226,14 @@ export async function missingCredential(config: Where): Promise<string> {
   if (!answers) return noGatewayAt(config);
   if (config.mode === 'dev' && mode === undefined && devOperatorToken(config.dataDir) !== undefined) {
     return (
-      `${config.baseUrl} answers, but does not say it is a dev gateway (its /readyz names no mode: it is starting, its database is away, or it ` +
-      `is not the gateway), and ${operatorTokenFile(config.dataDir)} is a dev gateway's credential, sent to no other: run this again once ` +
-      `${config.baseUrl}/readyz answers ready, or set ACG_OPERATOR_TOKEN to the gateway's operator credential`
+      `${config.baseUrl} answers, but does not say it is a dev gateway (its /healthz names no mode: it is not the gateway, or not this ` +
+      `release of it), and ${operatorTokenFile(config.dataDir)} is a dev gateway's credential, sent to no other: set ACG_BASE_URL (or PORT) ` +
+      "to where the dev gateway runs, or ACG_OPERATOR_TOKEN to the gateway's operator credential"
     );
+  }
+  // It says so now, but did not within PROBE_TIMEOUT_MS a moment ago, so the credential, which is here, was not sent.
+  if (config.mode === 'dev' && mode === 'dev' && devOperatorToken(config.dataDir) !== undefined) {
+    return `the gateway at ${config.baseUrl} did not say within ${PROBE_TIMEOUT_MS / 1000} s that it runs in dev mode (its /healthz): run this again`;
   }
   return noCredentialFor(config);
 }

@@ -13,7 +13,7 @@ afterAll(() => gw.close());
 
 describe('operations and documentation', () => {
   it('answers /healthz and /readyz', async () => {
-    expect(await (await fetch(`${gw.url}/healthz`)).json()).toEqual({ status: 'ok' });
+    expect(await (await fetch(`${gw.url}/healthz`)).json()).toEqual({ status: 'ok', mode: 'dev' });
     const ready = await (await fetch(`${gw.url}/readyz`)).json();
     expect(ready.status).toBe('ready');
     expect(ready.storage).toBe(gw.database.db.kind === 'postgres' ? 'postgresql' : 'pglite');

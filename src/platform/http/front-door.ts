@@ -62,7 +62,7 @@ function answerUnavailable(config: Pick<Config, 'baseUrl' | 'mode'>, request: In
     else log.info({ ...fields, code: 'storage_unavailable' }, detail);
   });
   if (path === '/healthz') {
-    response.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify({ status: 'ok' }));
+    response.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(healthBody(config)));
     return;
   }
   const refusal = new ApiError('storage_unavailable', { detail });
@@ -81,6 +81,16 @@ function answerUnavailable(config: Pick<Config, 'baseUrl' | 'mode'>, request: In
   }
   const body = problemBody(config.baseUrl, refusal);
   response.writeHead(503, { 'content-type': 'application/problem+json; charset=utf-8' }).end(JSON.stringify(body));
+}
+
+/**
+ * What /healthz answers, here and in the app (src/health/routes.ts): the process answers, and the mode it runs in. The
+ * mode is said here, where no database is asked, so a CLI command learns whether the gateway is a dev one while its
+ * database is slow or away (found in CI: /readyz's 500 ms database check, late under load, left `acg demo` without
+ * the dev credential).
+ */
+export function healthBody(config: Pick<Config, 'mode'>): { status: 'ok'; mode: Config['mode'] } {
+  return { status: 'ok', mode: config.mode };
 }
 
 /** How often Node looks for requests past their time: a late one is cut between its deadline and this later. */

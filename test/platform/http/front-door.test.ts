@@ -23,7 +23,7 @@ describe('the front door of acg serve', () => {
   it('answers before the gateway is ready: /healthz 200, /readyz and API routes 503 storage_unavailable with Retry-After, OAuth temporarily_unavailable', async () => {
     await withFrontDoor(async (door) => {
       const health = await fetch(`${door.url}/healthz`);
-      expect([health.status, await health.json()]).toEqual([200, { status: 'ok' }]);
+      expect([health.status, await health.json()]).toEqual([200, { status: 'ok', mode: 'dev' }]);
 
       for (const path of ['/readyz', '/v1/vouchers?x=1']) {
         const res = await fetch(`${door.url}${path}`, { method: path === '/readyz' ? 'GET' : 'POST' });
