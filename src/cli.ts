@@ -448,11 +448,19 @@ export function buildCli(): Command {
       const { rotateKeys } = await import('./keys/cli.ts');
       await rotateKeys(configOrExit(), options);
     });
-  keys
-    .command('withdraw')
+  const withdraw = keys.command('withdraw') as AcgCommand;
+  withdraw
     .description('remove a key that never signed: one still upcoming, or one no instance can open (sealed with another box key than theirs)')
-    .argument('<kid>', "the key's id, as acg keys list shows it")
+    // A kid is base64url, so one in 64 begins with '-': it is the argument, not an unknown option (found in CI: commander
+    // refused `acg keys withdraw -1QMg…` as "unknown option"). A mistyped long option (--…) is still refused as one.
+    .argument('<kid>', "the key's id, as acg keys list shows it", (value: string) => {
+      if (!value.startsWith('--')) return refuseMissingValue(value);
+      // Commander's own refusal, with its suggestion, answers nothing while unknown options are allowed.
+      withdraw.allowUnknownOption(false);
+      return withdraw.unknownOption(value);
+    })
     .option('--unchecked-box-key', `${uncheckedBoxKey}: withdraw a key that does not open with it anyway`)
+    .allowUnknownOption()
     .addHelpText(
       'after',
       `${keysDatabase}\nA key that may have signed is refused (what it signed would stop verifying): acg keys rotate replaces it. A key that is due to sign is ` +

@@ -594,6 +594,13 @@ describe('acg keys', () => {
       const list = await run(process.execPath, [ACG, 'keys', 'list'], { env });
       const states = list.stdout.trim().split('\n').map((line) => line.split(/\s+/)[1]);
       expect(states.sort()).toEqual(['signing', 'upcoming']);
+      // A kid is base64url: one in 64 begins with '-', and is the argument, not an option (found in CI: "unknown option
+      // '-1QMg…'"). A mistyped long option is still refused as one.
+      const fail = (error: { code: number; stderr: string }) => error;
+      const dashed = await run(process.execPath, [ACG, 'keys', 'withdraw', '-1QMgeY3VVxlwTxHy7uAN2Q-wBli5zXCptWj9Up7_9U'], { env }).catch(fail);
+      expect(dashed).toMatchObject({ code: 2, stderr: expect.stringContaining('no signing key -1QMgeY3VVxlwTxHy7uAN2Q-wBli5zXCptWj9Up7_9U in the database (it holds ') });
+      const typo = await run(process.execPath, [ACG, 'keys', 'withdraw', '--unchecked-box'], { env }).catch(fail);
+      expect(typo).toMatchObject({ code: 2, stderr: expect.stringContaining("error: unknown option '--unchecked-box'\n(Did you mean --unchecked-box-key?)") });
       const refused = await run(process.execPath, [ACG, 'keys', 'rotate', '--retention-s', '10'], { env }).catch((error: { code: number; stderr: string }) => error);
       expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining('--retention-s must be') });
       // Live mode keeps no private key in the database in clear: it seals with ACG_SECRET_BOX_KEY, or refuses.
