@@ -2811,7 +2811,7 @@ export interface components {
         /**
          * @description a redemption's signed evidence: see docs/decisions.md "Evidence for a dispute"
          * @example {
-         *       "evidence": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImV2aWRlbmNlK2p3dCIsImtpZCI6InNrXzAxSkQwUzRXNlE2WjdUMFlKMlY3QzhNOUtYIn0.eyJpc3MiOiJodHRwczovL2dhdGV3YXkuZXhhbXBsZSIsImlhdCI6MTc2NDAwMDkwMCwianRpIjoiZXZkXzAxSkQwVDJCM0M0RDVFNkY3RzhIOUowSzFNIiwic3ViIjoiaG9sZF8wMUpEMFM0VzZRNlo3VDBZSjJWN0M4TTlLWCJ9.wq2Yv0m3kL8pQ0rXH7c1S9dJf4tA6uB2nE5gZ0oI3yK7vW1xR8sT4qF6hD9jC2bN5mP0aL3eG7iU1zY8kO4w"
+         *       "evidence": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImV2aWRlbmNlK2p3dCIsImtpZCI6IkVaV2gwRGQyam9LaVpKSXJLN3pfWkM3YUdvWDdwSXRYUnlabExDdTB0MVkifQ.eyJpc3MiOiJodHRwczovL2dhdGV3YXkuZXhhbXBsZSIsImlhdCI6MTc2NDAwMDkwMCwianRpIjoiZXZkX3huaTUzbGh2dXdjMzdxYW9la2VwbmdyNTV1Iiwic3ViIjoiaG9sZF92NWl4NzJ5dWl0ZXZjcmtxcWN2cmxvZGIzZSJ9.wq2Yv0m3kL8pQ0rXH7c1S9dJf4tA6uB2nE5gZ0oI3yK7vW1xR8sT4qF6hD9jC2bN5mP0aL3eG7iU1zY8kO4w"
          *     }
          */
         Evidence: {
@@ -2823,18 +2823,18 @@ export interface components {
          * @example {
          *       "iss": "https://gateway.example",
          *       "iat": 1764000900,
-         *       "jti": "evd_01JD0T2B3C4D5E6F7G8H9J0K1M",
-         *       "sub": "hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+         *       "jti": "evd_xni53lhvuwc37qaoekepngr55u",
+         *       "sub": "hold_v5ix72yuitevcrkqqcvrlodb3e",
          *       "mandate": {
          *         "version": 2,
-         *         "hash": "wp2rrvJGKArazRV8RvaNPmSNKWK7N0sf4eNY0ohog8g",
-         *         "canonical": "{\"agentId\":\"agt_01JD0R8X1Y2Z3A4B5C6D7E8F9G\",\"alertThresholds\":[80,100],\"allowedCategories\":[\"books\"],\"allowedServices\":[\"*\"],\"approvalAboveUc\":null,\"budgets\":[{\"id\":\"daily\",\"limitUc\":\"20000000\",\"period\":\"day\"}],\"caps\":{\"perHoldUc\":null,\"perPeriodUc\":null,\"periodS\":86400},\"createdAt\":1763990000,\"merchants\":{\"allow\":null,\"deny\":[]},\"notAfter\":null,\"notBefore\":null,\"timeZone\":\"UTC\",\"version\":2}"
+         *         "hash": "SVoNv6SWozSa7lW9GGSADByQnuYmjkXLAkaoKK3uLJM",
+         *         "canonical": "{\"agentId\":\"agt_fotz7e73xpq5zi3mljkqnzjrea\",\"alertThresholds\":[80,100],\"allowedCategories\":[\"books\"],\"allowedServices\":[\"*\"],\"approvalAboveUc\":null,\"budgets\":[{\"id\":\"daily\",\"limitUc\":\"20000000\",\"period\":\"day\"}],\"caps\":{\"perHoldUc\":null,\"perPeriodUc\":null,\"periodS\":86400},\"createdAt\":1763990000,\"merchants\":{\"allow\":null,\"deny\":[]},\"notAfter\":null,\"notBefore\":null,\"timeZone\":\"UTC\",\"version\":2}"
          *       },
          *       "ancestorMandates": [],
          *       "approval": null,
          *       "offer": {
-         *         "id": "off_01JD0Q7W6V5U4T3S2R1Q0P9N8M",
-         *         "merchantId": "mer_01JD0P6V5U4T3S2R1Q0P9N8M7L",
+         *         "id": "off_en2zs5ifcdsiw5tfsxvjpzbcd2",
+         *         "merchantId": "mer_lxnpookhtuwhtbmmmiv2iakwti",
          *         "merchantDomain": "shop.example.com",
          *         "name": "One e-book",
          *         "category": "books",
@@ -2853,27 +2853,27 @@ export interface components {
          *           "event": "held",
          *           "at": 1764000000,
          *           "amountUc": "2000000",
-         *           "operationId": "hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX"
+         *           "operationId": "hold_v5ix72yuitevcrkqqcvrlodb3e"
          *         },
          *         {
          *           "event": "captured",
          *           "at": 1764000300,
          *           "amountUc": "2000000",
          *           "releasedUc": "0",
-         *           "operationId": "hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX:capture"
+         *           "operationId": "hold_v5ix72yuitevcrkqqcvrlodb3e:capture"
          *         },
          *         {
          *           "event": "refunded",
          *           "at": 1764000600,
          *           "amountUc": "500000",
-         *           "operationId": "rfd_01JD0T0A1B2C3D4E5F6G7H8J9K"
+         *           "operationId": "rfd_udehu3lq6xxmvoukljoeo277zm"
          *         }
          *       ],
          *       "redemption": {
-         *         "id": "hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
-         *         "agentId": "agt_01JD0R8X1Y2Z3A4B5C6D7E8F9G",
-         *         "acceptorId": "mer_01JD0P6V5U4T3S2R1Q0P9N8M7L",
-         *         "offerId": "off_01JD0Q7W6V5U4T3S2R1Q0P9N8M",
+         *         "id": "hold_v5ix72yuitevcrkqqcvrlodb3e",
+         *         "agentId": "agt_fotz7e73xpq5zi3mljkqnzjrea",
+         *         "acceptorId": "mer_lxnpookhtuwhtbmmmiv2iakwti",
+         *         "offerId": "off_en2zs5ifcdsiw5tfsxvjpzbcd2",
          *         "category": "books",
          *         "amountUc": "2000000",
          *         "state": "captured",
@@ -2887,8 +2887,8 @@ export interface components {
          *         "refundedUc": "500000",
          *         "refunds": [
          *           {
-         *             "id": "rfd_01JD0T0A1B2C3D4E5F6G7H8J9K",
-         *             "redemptionId": "hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+         *             "id": "rfd_udehu3lq6xxmvoukljoeo277zm",
+         *             "redemptionId": "hold_v5ix72yuitevcrkqqcvrlodb3e",
          *             "amountUc": "500000",
          *             "reason": "delivered late",
          *             "createdAt": 1764000600,
@@ -2898,7 +2898,7 @@ export interface components {
          *         "captureReceipt": "eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…",
          *         "allocations": [
          *           {
-         *             "lotId": "lot_01JD0R9A8B7C6D5E4F3G2H1J0K",
+         *             "lotId": "lot_7ijv6pnofx5sfr2dbobcctlatz",
          *             "amountUc": "2000000"
          *           }
          *         ]
@@ -3834,10 +3834,10 @@ export interface components {
         /**
          * @description Vouchers the gateway withdrew: their holds are released and their credit is back with the agent; a capture of one answers 409 voucher_revoked.
          * @example {
-         *       "agentId": "agt_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+         *       "agentId": "agt_at4q454gyb3q7w6hrpdldhrdgi",
          *       "reason": "agent_frozen",
          *       "holdIds": [
-         *         "hold_01JD0S5B2V3N4M5P6Q7R8S9T0V"
+         *         "hold_hyrtyeevt7ynuzhx23uqkhsaoy"
          *       ],
          *       "revokedAt": 1764000000
          *     }
@@ -7470,8 +7470,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "uploadId": "upl_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
-                 *       "storageId": "sto_01JD0S4W6Q6Z7T0YJ2V7C8M9KX"
+                 *       "uploadId": "upl_aprnjr6lx4kwu2ltysuzpaofqx",
+                 *       "storageId": "sto_2xjthgoazlfacpfjysenxsmpuc"
                  *     }
                  */
                 "application/json": {
@@ -10637,7 +10637,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "offerId": "off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *       "offerId": "off_yqkspmwv2yjtmylogwrpqif3ho",
                  *       "maxUc": "2000000"
                  *     }
                  */
@@ -10843,8 +10843,8 @@ export interface operations {
                  *       "amount": "500000",
                  *       "asset": "microcredit",
                  *       "resource": "https://api.shop.example/report",
-                 *       "payTo": "mer_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
-                 *       "offerId": "off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *       "payTo": "mer_diat4hyfyy6cjpgmj25d6iegcc",
+                 *       "offerId": "off_yqkspmwv2yjtmylogwrpqif3ho",
                  *       "idempotencyKey": "9f8b2c54-1a3e-4f6d-8e07-3d2a5b1c9e44"
                  *     }
                  */
@@ -11023,12 +11023,12 @@ export interface operations {
                  *         "network": "acg:credit",
                  *         "asset": "microcredit",
                  *         "amount": "500000",
-                 *         "payTo": "mer_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *         "payTo": "mer_diat4hyfyy6cjpgmj25d6iegcc",
                  *         "maxTimeoutSeconds": 300,
                  *         "extra": {
                  *           "version": "1.0.0",
                  *           "authority": "https://gateway.example",
-                 *           "offerId": "off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *           "offerId": "off_yqkspmwv2yjtmylogwrpqif3ho",
                  *           "resource": "https://api.shop.example/report"
                  *         }
                  *       }
@@ -11209,12 +11209,12 @@ export interface operations {
                  *         "network": "acg:credit",
                  *         "asset": "microcredit",
                  *         "amount": "500000",
-                 *         "payTo": "mer_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *         "payTo": "mer_diat4hyfyy6cjpgmj25d6iegcc",
                  *         "maxTimeoutSeconds": 300,
                  *         "extra": {
                  *           "version": "1.0.0",
                  *           "authority": "https://gateway.example",
-                 *           "offerId": "off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *           "offerId": "off_yqkspmwv2yjtmylogwrpqif3ho",
                  *           "resource": "https://api.shop.example/report"
                  *         }
                  *       }
@@ -11388,7 +11388,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "offerId": "off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *       "offerId": "off_yqkspmwv2yjtmylogwrpqif3ho",
                  *       "agentIdentity": {
                  *         "issuer": "https://agents.example",
                  *         "subject": "agent-42"
@@ -12261,10 +12261,10 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "agentId": "agt_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *       "agentId": "agt_at4q454gyb3q7w6hrpdldhrdgi",
                  *       "amountUsdCents": 500,
                  *       "reason": "Scout needs 5 more dollars of credit to finish reading the repositories you asked it to summarise this week; the retained request runs once you approve.",
-                 *       "intentId": "int_01JD0S6A2B3C4D5E6F7G8H9J0K"
+                 *       "intentId": "int_giunh6cbig3fv6knrmnopru3d7"
                  *     }
                  */
                 "application/json": {
@@ -16658,7 +16658,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "agentId": "agt_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *       "agentId": "agt_at4q454gyb3q7w6hrpdldhrdgi",
                  *       "amountUc": "5000000",
                  *       "note": "welcome credit"
                  *     }

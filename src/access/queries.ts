@@ -43,7 +43,7 @@ export const MerchantCheckInput = Type.Object(
       { additionalProperties: false },
     ),
   },
-  { additionalProperties: false, examples: [{ offerId: 'off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', agentIdentity: { issuer: 'https://agents.example', subject: 'agent-42' } }] },
+  { additionalProperties: false, examples: [{ offerId: 'off_yqkspmwv2yjtmylogwrpqif3ho', agentIdentity: { issuer: 'https://agents.example', subject: 'agent-42' } }] },
 );
 
 const MerchantCheckDecision = Type.Object({

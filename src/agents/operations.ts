@@ -71,7 +71,7 @@ export const UploadStart = Type.Object(
   { examples: [{ contentType: 'image/png', sizeBytes: 20480 }], additionalProperties: false },
 );
 
-export const Finalize = Type.Object({ uploadId: ResourceId, storageId: ResourceId }, { examples: [{ uploadId: 'upl_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', storageId: 'sto_01JD0S4W6Q6Z7T0YJ2V7C8M9KX' }], additionalProperties: false });
+export const Finalize = Type.Object({ uploadId: ResourceId, storageId: ResourceId }, { examples: [{ uploadId: 'upl_aprnjr6lx4kwu2ltysuzpaofqx', storageId: 'sto_2xjthgoazlfacpfjysenxsmpuc' }], additionalProperties: false });
 
 
 /** PUT …/mandate: the whole mandate; a member left out takes its default (GET's rules, without agentId, version, createdAt, hash and usage, PUT back changed). */

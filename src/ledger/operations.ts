@@ -38,7 +38,7 @@ export const GrantCreditInput = Type.Object(
     priority: Type.Optional(Type.Integer({ minimum: 0, maximum: GRANT_PRIORITY_MAX, description: 'burn-down priority, lower is spent first; default 100' })),
     note: Type.Optional(Type.String({ minLength: 1, maxLength: GRANT_NOTE_CHARS_MAX, description: 'why the grant was made (the lot source reference); default "operator grant"' })),
   },
-  { additionalProperties: false, examples: [{ agentId: 'agt_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', amountUc: '5000000', note: 'welcome credit' }] },
+  { additionalProperties: false, examples: [{ agentId: 'agt_at4q454gyb3q7w6hrpdldhrdgi', amountUc: '5000000', note: 'welcome credit' }] },
 );
 export type GrantCreditInput = Static<typeof GrantCreditInput>;
 

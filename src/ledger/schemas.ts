@@ -116,37 +116,37 @@ export const LotSchema = Type.Object(
 
 /** The shape of an evidence JWS as served: its payload shortened and its signature made up (a real one carries every claim of EvidenceClaims). */
 const EXAMPLE_EVIDENCE =
-  'eyJhbGciOiJFUzI1NiIsInR5cCI6ImV2aWRlbmNlK2p3dCIsImtpZCI6InNrXzAxSkQwUzRXNlE2WjdUMFlKMlY3QzhNOUtYIn0.' +
-  'eyJpc3MiOiJodHRwczovL2dhdGV3YXkuZXhhbXBsZSIsImlhdCI6MTc2NDAwMDkwMCwianRpIjoiZXZkXzAxSkQwVDJCM0M0RDVFNkY3RzhIOUowSzFNIiwic3ViIjoiaG9sZF8wMUpEMFM0VzZRNlo3VDBZSjJWN0M4TTlLWCJ9.' +
+  'eyJhbGciOiJFUzI1NiIsInR5cCI6ImV2aWRlbmNlK2p3dCIsImtpZCI6IkVaV2gwRGQyam9LaVpKSXJLN3pfWkM3YUdvWDdwSXRYUnlabExDdTB0MVkifQ.' +
+  'eyJpc3MiOiJodHRwczovL2dhdGV3YXkuZXhhbXBsZSIsImlhdCI6MTc2NDAwMDkwMCwianRpIjoiZXZkX3huaTUzbGh2dXdjMzdxYW9la2VwbmdyNTV1Iiwic3ViIjoiaG9sZF92NWl4NzJ5dWl0ZXZjcmtxcWN2cmxvZGIzZSJ9.' +
   'wq2Yv0m3kL8pQ0rXH7c1S9dJf4tA6uB2nE5gZ0oI3yK7vW1xR8sT4qF6hD9jC2bN5mP0aL3eG7iU1zY8kO4w';
 
 /** A decoded evidence payload: a captured hold of a merchant offer, partly refunded. */
 const EXAMPLE_CLAIMS = {
   iss: 'https://gateway.example',
   iat: 1764000900,
-  jti: 'evd_01JD0T2B3C4D5E6F7G8H9J0K1M',
-  sub: 'hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX',
+  jti: 'evd_xni53lhvuwc37qaoekepngr55u',
+  sub: 'hold_v5ix72yuitevcrkqqcvrlodb3e',
   mandate: {
     version: 2,
-    hash: 'wp2rrvJGKArazRV8RvaNPmSNKWK7N0sf4eNY0ohog8g',
+    hash: 'SVoNv6SWozSa7lW9GGSADByQnuYmjkXLAkaoKK3uLJM',
     canonical:
-      '{"agentId":"agt_01JD0R8X1Y2Z3A4B5C6D7E8F9G","alertThresholds":[80,100],"allowedCategories":["books"],"allowedServices":["*"],"approvalAboveUc":null,"budgets":[{"id":"daily","limitUc":"20000000","period":"day"}],"caps":{"perHoldUc":null,"perPeriodUc":null,"periodS":86400},"createdAt":1763990000,"merchants":{"allow":null,"deny":[]},"notAfter":null,"notBefore":null,"timeZone":"UTC","version":2}',
+      '{"agentId":"agt_fotz7e73xpq5zi3mljkqnzjrea","alertThresholds":[80,100],"allowedCategories":["books"],"allowedServices":["*"],"approvalAboveUc":null,"budgets":[{"id":"daily","limitUc":"20000000","period":"day"}],"caps":{"perHoldUc":null,"perPeriodUc":null,"periodS":86400},"createdAt":1763990000,"merchants":{"allow":null,"deny":[]},"notAfter":null,"notBefore":null,"timeZone":"UTC","version":2}',
   },
   ancestorMandates: [],
   approval: null,
-  offer: { id: 'off_01JD0Q7W6V5U4T3S2R1Q0P9N8M', merchantId: 'mer_01JD0P6V5U4T3S2R1Q0P9N8M7L', merchantDomain: 'shop.example.com', name: 'One e-book', category: 'books', priceUc: '2000000', holdLifetimeS: 900, refundWindowS: 2592000, updatedAt: 1763900000 },
+  offer: { id: 'off_en2zs5ifcdsiw5tfsxvjpzbcd2', merchantId: 'mer_lxnpookhtuwhtbmmmiv2iakwti', merchantDomain: 'shop.example.com', name: 'One e-book', category: 'books', priceUc: '2000000', holdLifetimeS: 900, refundWindowS: 2592000, updatedAt: 1763900000 },
   voucher: 'eyJhbGciOiJFUzI1NiIsInR5cCI6InZvdWNoZXIrand0Iiwia2lkIjoi…',
   receipts: ['eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…', 'eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…'],
   history: [
-    { event: 'held', at: 1764000000, amountUc: '2000000', operationId: 'hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX' },
-    { event: 'captured', at: 1764000300, amountUc: '2000000', releasedUc: '0', operationId: 'hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX:capture' },
-    { event: 'refunded', at: 1764000600, amountUc: '500000', operationId: 'rfd_01JD0T0A1B2C3D4E5F6G7H8J9K' },
+    { event: 'held', at: 1764000000, amountUc: '2000000', operationId: 'hold_v5ix72yuitevcrkqqcvrlodb3e' },
+    { event: 'captured', at: 1764000300, amountUc: '2000000', releasedUc: '0', operationId: 'hold_v5ix72yuitevcrkqqcvrlodb3e:capture' },
+    { event: 'refunded', at: 1764000600, amountUc: '500000', operationId: 'rfd_udehu3lq6xxmvoukljoeo277zm' },
   ],
   redemption: {
-    id: 'hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX',
-    agentId: 'agt_01JD0R8X1Y2Z3A4B5C6D7E8F9G',
-    acceptorId: 'mer_01JD0P6V5U4T3S2R1Q0P9N8M7L',
-    offerId: 'off_01JD0Q7W6V5U4T3S2R1Q0P9N8M',
+    id: 'hold_v5ix72yuitevcrkqqcvrlodb3e',
+    agentId: 'agt_fotz7e73xpq5zi3mljkqnzjrea',
+    acceptorId: 'mer_lxnpookhtuwhtbmmmiv2iakwti',
+    offerId: 'off_en2zs5ifcdsiw5tfsxvjpzbcd2',
     category: 'books',
     amountUc: '2000000',
     state: 'captured',
@@ -158,9 +158,9 @@ const EXAMPLE_CLAIMS = {
     releasedAt: null,
     revocation: null,
     refundedUc: '500000',
-    refunds: [{ id: 'rfd_01JD0T0A1B2C3D4E5F6G7H8J9K', redemptionId: 'hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', amountUc: '500000', reason: 'delivered late', createdAt: 1764000600, receipt: 'eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…' }],
+    refunds: [{ id: 'rfd_udehu3lq6xxmvoukljoeo277zm', redemptionId: 'hold_v5ix72yuitevcrkqqcvrlodb3e', amountUc: '500000', reason: 'delivered late', createdAt: 1764000600, receipt: 'eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…' }],
     captureReceipt: 'eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…',
-    allocations: [{ lotId: 'lot_01JD0R9A8B7C6D5E4F3G2H1J0K', amountUc: '2000000' }],
+    allocations: [{ lotId: 'lot_7ijv6pnofx5sfr2dbobcctlatz', amountUc: '2000000' }],
   },
 };
 

@@ -32,11 +32,11 @@ export const RequestTopupInput = Type.Object(
     additionalProperties: false,
     examples: [
       {
-        agentId: 'agt_01JD0S4W6Q6Z7T0YJ2V7C8M9KX',
+        agentId: 'agt_at4q454gyb3q7w6hrpdldhrdgi',
         amountUsdCents: 500,
         reason:
           'Scout needs 5 more dollars of credit to finish reading the repositories you asked it to summarise this week; the retained request runs once you approve.',
-        intentId: 'int_01JD0S6A2B3C4D5E6F7G8H9J0K',
+        intentId: 'int_giunh6cbig3fv6knrmnopru3d7',
       },
     ],
   },

@@ -22,7 +22,7 @@ export const VoucherRevocationSchema = Type.Object(
   {
     $id: 'VoucherRevocation',
     description: 'Vouchers the gateway withdrew: their holds are released and their credit is back with the agent; a capture of one answers 409 voucher_revoked.',
-    examples: [{ agentId: 'agt_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', reason: 'agent_frozen', holdIds: ['hold_01JD0S5B2V3N4M5P6Q7R8S9T0V'], revokedAt: 1764000000 }],
+    examples: [{ agentId: 'agt_at4q454gyb3q7w6hrpdldhrdgi', reason: 'agent_frozen', holdIds: ['hold_hyrtyeevt7ynuzhx23uqkhsaoy'], revokedAt: 1764000000 }],
   },
 );
 

@@ -16,7 +16,7 @@ export const PublishDevDnsRecordInput = Type.Object(
   {
     additionalProperties: false,
     description: 'Either `merchantId` (publishes that merchant\'s `_acceptor-verify` record) or `name` and `value`.',
-    examples: [{ merchantId: 'mer_01JD0S4W6Q6Z7T0YJ2V7C8M9KX' }, { name: '_acceptor-verify.shop.example.com', value: 'acg-domain-verification=…' }],
+    examples: [{ merchantId: 'mer_diat4hyfyy6cjpgmj25d6iegcc' }, { name: '_acceptor-verify.shop.example.com', value: 'acg-domain-verification=…' }],
   },
 );
 export type PublishDevDnsRecordInput = Static<typeof PublishDevDnsRecordInput>;

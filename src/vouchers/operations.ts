@@ -13,7 +13,7 @@ export const MintVoucherInput = Type.Object(
     maxUc: Type.Optional(Microcredits('the most the agent lets this hold take; above it the mint is refused with 402 CAP_EXCEEDED')),
     maxAmount: Type.Optional(Microcredits('the same limit under its older name; when both are sent they must be equal')),
   },
-  { additionalProperties: false, examples: [{ offerId: 'off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', maxUc: '2000000' }] },
+  { additionalProperties: false, examples: [{ offerId: 'off_yqkspmwv2yjtmylogwrpqif3ho', maxUc: '2000000' }] },
 );
 
 export type MintVoucherInput = Static<typeof MintVoucherInput>;

@@ -247,3 +247,13 @@ describe('the document itself', () => {
     expect(stale.headers.get('etag')).toBe(etag);
   });
 });
+
+describe('the examples in the document (found from outside, 2026-12-07)', () => {
+  it('name ids in the form the gateway issues (a prefix and 26 lower-case base32 characters), not the ULID form it never does', async () => {
+    const text = await (await fetch(`${gw.url}/openapi.json`)).text();
+    // An id in the examples: a short lower-case prefix, '_', and a body of about an id's length.
+    const ids = [...text.matchAll(/\b[a-z]{2,6}_[0-9A-Za-z]{24,28}\b/g)].map(([id]) => id);
+    expect(ids.length).toBeGreaterThan(10);
+    expect(ids.filter((id) => !/^[a-z]{2,6}_[a-z2-7]{26}$/.test(id))).toEqual([]);
+  });
+});
