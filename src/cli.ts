@@ -452,8 +452,11 @@ export function buildCli(): Command {
   withdraw
     .description('remove a key that never signed: one still upcoming, or one no instance can open (sealed with another box key than theirs)')
     // A kid is base64url, so one in 64 begins with '-': it is the argument, not an unknown option (found in CI: commander
-    // refused `acg keys withdraw -1QMg…` as "unknown option"). A mistyped long option (--…) is still refused as one.
+    // refused `acg keys withdraw -1QMg…` as "unknown option"). A mistyped long option (--…, not of a kid's shape) is still
+    // refused as one.
     .argument('<kid>', "the key's id, as acg keys list shows it", (value: string) => {
+      // One kid in 4,096 begins with '--': a word of a kid's shape (a SHA-256 thumbprint, 43 base64url characters) is one.
+      if (/^[A-Za-z0-9_-]{43}$/.test(value)) return value;
       if (!value.startsWith('--')) return refuseMissingValue(value);
       // Commander's own refusal, with its suggestion, answers nothing while unknown options are allowed.
       withdraw.allowUnknownOption(false);
@@ -525,7 +528,8 @@ export function buildCli(): Command {
         '(its built-in issuer\'s keys are there); it expires after --lifetime-s.',
     )
     .action(async (options: { email: string; subject?: string; lifetimeS: string }) => {
-      await printDevToken('human', { email: options.email, subject: options.subject ?? `human:${options.email.toLowerCase()}`, lifetimeS: options.lifetimeS });
+      const subject = options.subject ?? `human:${options.email.toLowerCase()}`;
+      await printDevToken('human', { email: options.email, subject, subjectFrom: options.subject === undefined ? '--email' : undefined, lifetimeS: options.lifetimeS });
     });
   token
     .command('agent')
@@ -552,7 +556,7 @@ export function buildCli(): Command {
 
 async function printDevToken(
   kind: 'human' | 'agent',
-  options: { subject: string; email?: string; ownerEmail?: string; lifetimeS: string },
+  options: { subject: string; email?: string; ownerEmail?: string; lifetimeS: string; /** The option the subject was made from, when not given. */ subjectFrom?: string },
 ): Promise<void> {
   const config = configOrExit();
   if (config.mode !== 'dev') {
@@ -572,14 +576,16 @@ async function printDevToken(
   // a longer one was minted without complaint, a token no agent registration could match (found from outside).
   const { DevLoginBody } = await import('./oauth/schemas.ts');
   const subjectCharsMax = DevLoginBody.properties.subject.maxLength ?? Number.POSITIVE_INFINITY;
-  if (options.subject.length > subjectCharsMax) {
-    process.stderr.write(`--subject must be at most ${subjectCharsMax} characters, as the gateway takes a subject; it is ${options.subject.length}\n`);
-    process.exit(2);
-  }
   const { emailProblem } = await import('./operator/mandate-cli.ts');
   const malformed = kind === 'human' ? emailProblem('--email', options.email ?? '') : emailProblem('--owner-email', options.ownerEmail ?? '');
   if (malformed) {
     process.stderr.write(`${malformed}\n`);
+    process.exit(2);
+  }
+  if (options.subject.length > subjectCharsMax) {
+    // A subject made from --email is said as that: --subject was not given (found from outside: an email of 195 characters).
+    const made = options.subjectFrom ? `, made from ${options.subjectFrom} (human:<email>); give a shorter --subject` : '';
+    process.stderr.write(`--subject must be at most ${subjectCharsMax} characters, as the gateway takes a subject; it is ${options.subject.length}${made}\n`);
     process.exit(2);
   }
   const { devIssuerNamedBy, gatewayMode, liveGatewayAt } = await import('./operator/client.ts');

@@ -311,6 +311,26 @@ describe('commands aimed at a running gateway', () => {
     }
   });
 
+  it('refuses a credential a header cannot carry (a line break inside) without showing it (found from outside: fetch\'s error quoted it whole)', async () => {
+    const token = `acg_op_wrapped${'x'.repeat(30)}\n${'y'.repeat(30)}`;
+    for (const args of [['credit', 'grant', '--agent', agentId, '--amount-uc', '1000000'], ['agent', 'mandate', 'show', agentId]]) {
+      const refused = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url, ACG_OPERATOR_TOKEN: token, ACG_OWNER_TOKEN: token }, ...args);
+      expect(refused.code, args.join(' ')).toBe(2);
+      expect(refused.stderr, args.join(' ')).toContain('the credential holds a line break, a space or another character a header cannot carry (was it pasted wrapped?): set it again in one piece');
+      expect(`${refused.stdout}${refused.stderr}`, args.join(' ')).not.toMatch(/xxxxx|yyyyy/);
+    }
+  });
+
+  it('says a default subject made from a long --email is that, not a --subject that was never given (found from outside)', async () => {
+    const email = `${'a'.repeat(190)}@x.co`;
+    const refused = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url }, 'dev', 'token', 'human', '--email', email);
+    expect(refused).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: '--subject must be at most 200 characters, as the gateway takes a subject; it is 201, made from --email (human:<email>); give a shorter --subject\n',
+    });
+  });
+
   it('says "1 credit", not "1 credits", when warning that --amount-uc 1 is below one credit', async () => {
     const granted = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '1');
     expect(granted).toMatchObject({

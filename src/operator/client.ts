@@ -54,6 +54,18 @@ async function send(baseUrl: string, path: string, init: RequestInit & { timeout
 }
 
 /**
+ * The Authorization header's value for a credential, refused with a line that does not show it when a header cannot
+ * carry it: a line break inside (a token pasted wrapped), a space, a control character. `fetch` refused it with an
+ * error quoting the whole credential, which the commands printed (found from outside, 2026-12-07).
+ */
+export function bearer(token: string): string {
+  if (!/^[\x21-\x7e]+$/.test(token)) {
+    throw new Error('the credential holds a line break, a space or another character a header cannot carry (was it pasted wrapped?): set it again in one piece');
+  }
+  return `Bearer ${token}`;
+}
+
+/**
  * One JSON request; a mutating request carries an Idempotency-Key (the caller's `idempotency-key` header, or a fresh
  * one), so the gateway applies it once.
  */
@@ -65,7 +77,7 @@ export async function callGateway(
   body?: unknown,
   extraHeaders: Record<string, string> = {},
 ): Promise<GatewayAnswer> {
-  const headers: Record<string, string> = { ...extraHeaders, authorization: `Bearer ${token}`, accept: 'application/json' };
+  const headers: Record<string, string> = { ...extraHeaders, authorization: bearer(token), accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET') headers['idempotency-key'] ??= randomUUID();
   const key = headers['idempotency-key'];

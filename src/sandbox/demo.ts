@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { loadDevIssuerKeys, mintDevToken } from '../identity/dev-issuers.ts';
-import { gatewayMode, liveGatewayAt, missingCredential, noGatewayAt, operatorCredentialFor } from '../operator/client.ts';
+import { bearer, gatewayMode, liveGatewayAt, missingCredential, noGatewayAt, operatorCredentialFor } from '../operator/client.ts';
 import type { Config } from '../platform/config.ts';
 
 const OWNER_EMAIL = 'demo-owner@example.com';
@@ -132,7 +132,13 @@ class Demo {
 
   async call(call: Call): Promise<Answer> {
     const idempotent = call.method === 'POST';
-    const headers: Record<string, string> = { authorization: `Bearer ${call.token}` };
+    let authorization: string;
+    try {
+      authorization = bearer(call.token);
+    } catch (error) {
+      throw new DemoFailure(`${call.method} ${call.path}: ${(error as Error).message}`);
+    }
+    const headers: Record<string, string> = { authorization };
     if (call.body !== undefined) headers['content-type'] = 'application/json';
     if (idempotent) headers['idempotency-key'] = randomUUID();
     const body = call.body === undefined ? '' : ` ${JSON.stringify(call.body)}`;

@@ -599,6 +599,9 @@ describe('acg keys', () => {
       const fail = (error: { code: number; stderr: string }) => error;
       const dashed = await run(process.execPath, [ACG, 'keys', 'withdraw', '-1QMgeY3VVxlwTxHy7uAN2Q-wBli5zXCptWj9Up7_9U'], { env }).catch(fail);
       expect(dashed).toMatchObject({ code: 2, stderr: expect.stringContaining('no signing key -1QMgeY3VVxlwTxHy7uAN2Q-wBli5zXCptWj9Up7_9U in the database (it holds ') });
+      // One in 4,096 begins with '--': a word of a kid's shape is taken as one (found from outside).
+      const doubled = await run(process.execPath, [ACG, 'keys', 'withdraw', '--QMgeY3VVxlwTxHy7uAN2Q-wBli5zXCptWj9Up7_9U'], { env }).catch(fail);
+      expect(doubled).toMatchObject({ code: 2, stderr: expect.stringContaining('no signing key --QMgeY3VVxlwTxHy7uAN2Q-wBli5zXCptWj9Up7_9U in the database (it holds ') });
       const typo = await run(process.execPath, [ACG, 'keys', 'withdraw', '--unchecked-box'], { env }).catch(fail);
       expect(typo).toMatchObject({ code: 2, stderr: expect.stringContaining("error: unknown option '--unchecked-box'\n(Did you mean --unchecked-box-key?)") });
       const refused = await run(process.execPath, [ACG, 'keys', 'rotate', '--retention-s', '10'], { env }).catch((error: { code: number; stderr: string }) => error);
