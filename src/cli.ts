@@ -109,9 +109,19 @@ class AcgCommand extends Command {
     return super.createArgument(name, description).argParser(refuseMissingValue);
   }
 
+  /**
+   * An option's value is refused empty, and an option without a default given twice is refused rather than the last
+   * one taken: `acg credit grant --agent A … --agent B` credited B without a word (found from outside). One with a
+   * default cannot be told given twice from given once, and keeps commander's rule (the last one).
+   */
   override createOption(flags: string, description?: string): Option {
     const option = super.createOption(flags, description);
-    if (option.required) option.argParser(refuseMissingValue);
+    if (option.required) {
+      option.argParser((value: string, previous: unknown) => {
+        if (previous !== undefined && option.defaultValue === undefined) throw new InvalidArgumentError(`It was given before (${String(previous)}): give it once.`);
+        return refuseMissingValue(value);
+      });
+    }
     return option;
   }
 

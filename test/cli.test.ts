@@ -180,6 +180,13 @@ describe('option values', () => {
     expect((await parse('agent', 'delegates', 'create', '', '--name', 'n', '--subject', 's')).err).toContain("invalid for argument 'parentId'. It is empty");
   });
 
+  it('refuses an option without a default given twice, rather than take the last (found from outside: a grant went to the second --agent)', async () => {
+    expect((await parse('credit', 'grant', '--agent', 'agt_a', '--amount-uc', '5000000', '--agent', 'agt_b')).err).toBe(
+      "error: option '--agent <agentId>' argument 'agt_b' is invalid. It was given before (agt_a): give it once.\n(add --help for usage)\n",
+    );
+    expect((await parse('dev', 'token', 'human', '--email', 'a@example.com', '--email', 'b@example.com')).err).toContain('It was given before (a@example.com): give it once.');
+  });
+
   it('names a required option that is missing', async () => {
     expect((await parse('credit', 'grant', '--amount-uc', '5000000')).err).toBe(
       "error: required option '--agent <agentId>' not specified\n(add --help for usage)\n",
@@ -889,6 +896,26 @@ describe('acg demo against something that is not the gateway', () => {
     const stopped = await acg(dataDir, { ACG_BASE_URL: url, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' }, 'demo');
     expect(stopped.code).toBe(2);
     expect(stopped.stderr).toBe(`\nacg demo stopped: GET /v1/me answered HTTP 404 with a body that is not JSON: is the gateway at ${url}?\n`);
+  });
+
+  it('sends a request the gateway answered 503 with Retry-After again, at most three times in all (found in CI: four runs at once on a loaded machine)', async () => {
+    const seen: string[] = [];
+    const busy = createServer((request, response) => {
+      seen.push(`${request.method} ${request.url}`);
+      response
+        .writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '0' })
+        .end('{"code":"storage_unavailable","detail":"the database is unavailable or did not answer in time; retry shortly"}');
+    });
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    try {
+      const busyUrl = `http://127.0.0.1:${(busy.address() as { port: number }).port}`;
+      const stopped = await acg(dataDir, { ACG_BASE_URL: busyUrl, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' }, 'demo');
+      expect(seen).toEqual(['GET /healthz', 'GET /v1/me', 'GET /v1/me', 'GET /v1/me']);
+      expect(stopped.stdout.match(/← {3}503 the gateway is busy \(Retry-After: 0\): sending it again in 0 s\n/g)).toHaveLength(2);
+      expect([stopped.code, stopped.stderr]).toEqual([2, '\nacg demo stopped: GET /v1/me answered HTTP 503 storage_unavailable: the database is unavailable or did not answer in time; retry shortly\n']);
+    } finally {
+      busy.close();
+    }
   });
 });
 

@@ -116,6 +116,10 @@ function short(secret: string): string {
   return `${secret.slice(0, 14)}…`;
 }
 
+/** How many times the demo sends a request the gateway answered 503 with Retry-After, and the longest it waits between. */
+const DEMO_ATTEMPTS = 3;
+const RETRY_WAIT_MAX_S = 5;
+
 class Demo {
   private step = 0;
 
@@ -144,18 +148,28 @@ class Demo {
     const body = call.body === undefined ? '' : ` ${JSON.stringify(call.body)}`;
     process.stdout.write(`  →   ${call.method} ${call.path}${body}\n        (Authorization: Bearer <${call.as}>${idempotent ? ', Idempotency-Key: <uuid>' : ''})\n`);
     let response: Response;
-    try {
-      response = await fetch(`${this.config.baseUrl}${call.path}`, {
-        method: call.method,
-        headers,
-        body: call.body === undefined ? undefined : JSON.stringify(call.body),
-        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-      });
-    } catch (error) {
-      const code = (error as { cause?: { code?: string } }).cause?.code;
-      // Nothing to talk to at the address (refused, no such host).
-      if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') throw new DemoFailure(noGatewayAt(this.config));
-      throw new DemoFailure(`${call.method} ${call.path} failed: ${code ?? (error as Error).message}`);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        response = await fetch(`${this.config.baseUrl}${call.path}`, {
+          method: call.method,
+          headers,
+          body: call.body === undefined ? undefined : JSON.stringify(call.body),
+          signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        });
+      } catch (error) {
+        const code = (error as { cause?: { code?: string } }).cause?.code;
+        // Nothing to talk to at the address (refused, no such host).
+        if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') throw new DemoFailure(noGatewayAt(this.config));
+        throw new DemoFailure(`${call.method} ${call.path} failed: ${code ?? (error as Error).message}`);
+      }
+      // A 503 with Retry-After is the gateway's "not now" (its database slow or away): a client waits and sends the same
+      // request again, with the same Idempotency-Key, as the demo shows (found in CI: four runs at once on a loaded machine).
+      const retryAfterS = Number(response.headers.get('retry-after'));
+      if (response.status !== 503 || call.expect.includes(503) || !(retryAfterS >= 0) || attempt === DEMO_ATTEMPTS) break;
+      await response.body?.cancel();
+      const waitS = Math.min(retryAfterS, RETRY_WAIT_MAX_S);
+      this.answer(503, `the gateway is busy (Retry-After: ${retryAfterS}): sending it again in ${waitS} s${idempotent ? ', with the same Idempotency-Key' : ''}`);
+      await new Promise((resolve) => setTimeout(resolve, waitS * 1000));
     }
     const text = await response.text();
     let parsed: unknown;
