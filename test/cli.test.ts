@@ -900,10 +900,11 @@ describe('acg demo against something that is not the gateway', () => {
 
   it('sends a request the gateway answered 503 with Retry-After again, at most three times in all (found in CI: four runs at once on a loaded machine)', async () => {
     const seen: string[] = [];
+    let retryAfter: Record<string, string> = { 'retry-after': '0' };
     const busy = createServer((request, response) => {
       seen.push(`${request.method} ${request.url}`);
       response
-        .writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '0' })
+        .writeHead(503, { 'content-type': 'application/problem+json', ...retryAfter })
         .end('{"code":"storage_unavailable","detail":"the database is unavailable or did not answer in time; retry shortly"}');
     });
     await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
@@ -913,6 +914,11 @@ describe('acg demo against something that is not the gateway', () => {
       expect(seen).toEqual(['GET /healthz', 'GET /v1/me', 'GET /v1/me', 'GET /v1/me']);
       expect(stopped.stdout.match(/← {3}503 the gateway is busy \(Retry-After: 0\): sending it again in 0 s\n/g)).toHaveLength(2);
       expect([stopped.code, stopped.stderr]).toEqual([2, '\nacg demo stopped: GET /v1/me answered HTTP 503 storage_unavailable: the database is unavailable or did not answer in time; retry shortly\n']);
+      // A 503 without Retry-After says nothing of when: not sent again.
+      retryAfter = {};
+      seen.length = 0;
+      expect((await acg(dataDir, { ACG_BASE_URL: busyUrl, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' }, 'demo')).code).toBe(2);
+      expect(seen).toEqual(['GET /healthz', 'GET /v1/me']);
     } finally {
       busy.close();
     }

@@ -164,7 +164,8 @@ class Demo {
       }
       // A 503 with Retry-After is the gateway's "not now" (its database slow or away): a client waits and sends the same
       // request again, with the same Idempotency-Key, as the demo shows (found in CI: four runs at once on a loaded machine).
-      const retryAfterS = Number(response.headers.get('retry-after'));
+      const retryAfter = response.headers.get('retry-after');
+      const retryAfterS = retryAfter === null ? Number.NaN : Number(retryAfter);
       if (response.status !== 503 || call.expect.includes(503) || !(retryAfterS >= 0) || attempt === DEMO_ATTEMPTS) break;
       await response.body?.cancel();
       const waitS = Math.min(retryAfterS, RETRY_WAIT_MAX_S);
