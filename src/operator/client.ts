@@ -229,13 +229,16 @@ export async function missingCredential(config: Where): Promise<string> {
   if (mode === 'live') {
     return liveGatewayAt(config.baseUrl, 'run this with ACG_MODE=live and ACG_OPERATOR_TOKEN set to its operator credential');
   }
-  let answers: boolean;
-  try {
-    answers = await gatewayAnswers(config.baseUrl);
-  } catch (error) {
-    return (error as Error).message;
+  // A gateway that named its mode answered /healthz already: asked again only when none did.
+  if (mode === undefined) {
+    let answers: boolean;
+    try {
+      answers = await gatewayAnswers(config.baseUrl);
+    } catch (error) {
+      return (error as Error).message;
+    }
+    if (!answers) return noGatewayAt(config);
   }
-  if (!answers) return noGatewayAt(config);
   if (config.mode === 'dev' && mode === undefined && devOperatorToken(config.dataDir) !== undefined) {
     return (
       `${config.baseUrl} answers, but does not say it is a dev gateway (its /healthz names no mode: it is not the gateway, or not this ` +
