@@ -5,7 +5,7 @@ import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError, type Argument, type ErrorOptions, type HelpContext, type Option, type ParseOptions } from 'commander';
-import { ConfigError, ENV_VARS, loadConfig, variableMeaning } from './platform/config.ts';
+import { ConfigError, databaseAddress, ENV_VARS, loadConfig, variableMeaning } from './platform/config.ts';
 
 /**
  * Tracing is configured by the OpenTelemetry SDK's own variables, which the SDK reads itself and so are not in ENV_VARS:
@@ -223,8 +223,8 @@ export function buildCli(): Command {
         process.stderr.write(existsSync(path.join(where, 'PG_VERSION')) ? `opening the embedded database in ${where}…\n` : `creating the embedded database in ${where} (a few seconds)…\n`);
       } else {
         // Where it connects, never who as (the URL's user and password stay out of it).
-        const url = URL.canParse(config.databaseUrl) ? new URL(config.databaseUrl) : undefined;
-        process.stderr.write(`connecting to PostgreSQL${url?.host ? ` at ${url.host}${url.pathname}` : ''}…\n`);
+        const where = databaseAddress(config.databaseUrl);
+        process.stderr.write(`connecting to PostgreSQL${where ? ` at ${where}` : ''}…\n`);
       }
       let db;
       try {

@@ -104,7 +104,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'HOST', default: '127.0.0.1', meaning: 'address to listen on' },
   { name: 'PORT', default: '8080', range: [0, 65535], meaning: 'TCP port to listen on (0 picks a free one)' },
   { name: 'ACG_BASE_URL', default: 'http://$HOST:$PORT (127.0.0.1 when HOST is 0.0.0.0, [::1] when ::)', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode); kept in one form: scheme and host in lower case, no default port, no trailing slash; at most 1,000 characters. In live mode an https base URL makes every answer carry `Strict-Transport-Security`; over plain http (loopback only) the consent page of a live gateway remembers no consent, since a cookie over http is shared with every port of the host (dev mode remembers them, its own convenience: a server on another port of 127.0.0.1 that the owner opens in the same browser receives the cookie, and can take an owner token without a click, though never approve, which takes a sign-in of the person)' },
-  { name: 'DATABASE_URL', default: '(unset: embedded PGlite)', meaning: 'PostgreSQL connection string; when set the gateway uses PostgreSQL' },
+  { name: 'DATABASE_URL', default: '(unset: embedded PGlite)', meaning: 'PostgreSQL connection string, e.g. postgres://acg@db.internal:5432/acg, or for a Unix socket postgres://acg@localhost/acg?host=/var/run/postgresql; when set the gateway uses PostgreSQL' },
   { name: 'ACG_DATA_DIR', default: './.acg-data', meaning: 'directory for the embedded database and dev-mode keys; made 0700 when it does not exist (an existing one is left as it is; what the gateway writes in it is for its owner alone: files 0600, its pglite directory kept 0700): it must belong to the user running the gateway' },
   { name: 'ACG_DB_STATEMENT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.statementTimeoutMs), range: [100, 600_000], meaning: 'longest a PostgreSQL statement may run; past it (or 1 s later if the server is silent) the request answers 503 storage_unavailable' },
   { name: 'ACG_DB_LOCK_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs), range: [100, 600_000], meaning: 'longest a PostgreSQL statement may wait for a lock (at most the statement timeout); past it 503 storage_unavailable' },
@@ -269,6 +269,22 @@ function connectionUrlFileProblems(url: URL, problems: string[]): void {
  * prefer: libpq settles for cleartext under allow and prefer, and pg-connection-string 3 adopts libpq's meanings.
  */
 const TLS_REQUIRING_SSLMODES: ReadonlySet<string> = new Set(['require', 'verify-ca', 'verify-full', 'no-verify']);
+
+/**
+ * Where a DATABASE_URL connects, for a person to read: `host:port/database`, or the Unix socket's directory and the
+ * database. Never the URL's user name or password; undefined when it cannot be read.
+ */
+export function databaseAddress(databaseUrl: string): string | undefined {
+  const parsed = parseConnectionUrl(databaseUrl);
+  if (!parsed) return undefined;
+  const { url } = parsed;
+  const database = decodeURIComponent(url.pathname.replace(/^\//, ''));
+  // A `host` parameter stands for the URL's host, as the driver reads it; a path is a Unix socket's directory.
+  const host = url.searchParams.get('host') ?? (parsed.hostless ? '' : decodeURIComponent(url.hostname));
+  if (host.startsWith('/')) return `the Unix socket in ${host}${database ? `, database ${database}` : ''}`;
+  if (host === '') return undefined;
+  return `${host}${url.port ? `:${url.port}` : ''}/${database}`;
+}
 
 /**
  * The host a DATABASE_URL reaches over a network without requiring TLS, or undefined: when the host is a loopback one

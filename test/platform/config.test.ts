@@ -5,7 +5,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, databaseHostWithoutTls, ENV_VARS, loadConfig, unreadSettings, variableMeaning } from '../../src/platform/config.ts';
+import { ConfigError, databaseAddress, databaseHostWithoutTls, ENV_VARS, loadConfig, unreadSettings, variableMeaning } from '../../src/platform/config.ts';
 import { makeTestCertificate } from '../support/test-certificate.ts';
 
 describe('variables meant for the gateway that it does not read', () => {
@@ -325,6 +325,17 @@ describe('a DATABASE_URL that crosses a network without requiring TLS (live mode
       'postgres://acg@%2Fvar%2Frun%2Fpostgresql/acg',
     ];
     for (const url of cases) expect(databaseHostWithoutTls(url), url).toBeUndefined();
+  });
+
+  it('says where it connects for a person to read, a Unix socket as one, never who as (acg migrate\'s first line)', () => {
+    const cases: Array<[string, string | undefined]> = [
+      ['postgres://acg:s3cret@127.0.0.1:5432/acg', '127.0.0.1:5432/acg'],
+      ['postgres://acg@db.internal/acg', 'db.internal/acg'],
+      ['postgres://acg@%2Fvar%2Frun%2Fpostgresql/acg', 'the Unix socket in /var/run/postgresql, database acg'],
+      ['postgresql://acg:s3cret@/acg?host=/var/run/postgresql', 'the Unix socket in /var/run/postgresql, database acg'],
+      ['postgres:///acg', undefined],
+    ];
+    for (const [url, where] of cases) expect(databaseAddress(url), url).toBe(where);
   });
 });
 
