@@ -3080,7 +3080,7 @@ export interface components {
             notAfter: number | null;
             /** @description IANA time zone of the day, week and month budgets, e.g. Europe/Paris or America/New_York. Name a place: the old fixed-offset names (EST, Etc/GMT+5, which is UTC−5) keep no daylight saving time, so such budgets reset an hour off in summer */
             timeZone: string;
-            /** @description percent of a budget at which `budget.threshold` fires, once per period each */
+            /** @description percent of a budget at which `budget.threshold` fires, once per period each; kept in ascending order, a value given twice once (a budget id given twice is refused: two budgets of one id would be ambiguous, two equal thresholds are not) */
             alertThresholds: number[];
             /**
              * @description Delegates: default {allowed: false, maxDepth: 0}. A delegate's mandate must lie within its parent's (every parent budget matched by one of the same scope and period at most as large, merchants, window, allowances and depth inside); a child's holds also count against every ancestor's budgets.
@@ -6645,7 +6645,7 @@ export interface operations {
                     notAfter?: number | null;
                     /** @description IANA time zone of the day, week and month budgets, e.g. Europe/Paris or America/New_York. Name a place: the old fixed-offset names (EST, Etc/GMT+5, which is UTC−5) keep no daylight saving time, so such budgets reset an hour off in summer */
                     timeZone?: string;
-                    /** @description percent of a budget at which `budget.threshold` fires, once per period each */
+                    /** @description percent of a budget at which `budget.threshold` fires, once per period each; kept in ascending order, a value given twice once (a budget id given twice is refused: two budgets of one id would be ambiguous, two equal thresholds are not) */
                     alertThresholds?: number[];
                     /**
                      * @description Delegates: default {allowed: false, maxDepth: 0}. A delegate's mandate must lie within its parent's (every parent budget matched by one of the same scope and period at most as large, merchants, window, allowances and depth inside); a child's holds also count against every ancestor's budgets.
@@ -8219,7 +8219,7 @@ export interface operations {
                         notAfter?: number | null;
                         /** @description IANA time zone of the day, week and month budgets, e.g. Europe/Paris or America/New_York. Name a place: the old fixed-offset names (EST, Etc/GMT+5, which is UTC−5) keep no daylight saving time, so such budgets reset an hour off in summer */
                         timeZone?: string;
-                        /** @description percent of a budget at which `budget.threshold` fires, once per period each */
+                        /** @description percent of a budget at which `budget.threshold` fires, once per period each; kept in ascending order, a value given twice once (a budget id given twice is refused: two budgets of one id would be ambiguous, two equal thresholds are not) */
                         alertThresholds?: number[];
                         /**
                          * @description Delegates: default {allowed: false, maxDepth: 0}. A delegate's mandate must lie within its parent's (every parent budget matched by one of the same scope and period at most as large, merchants, window, allowances and depth inside); a child's holds also count against every ancestor's budgets.

@@ -114,7 +114,7 @@ export const MandateRulesProperties = {
   notBefore: Nullable(UnixSeconds('the mandate is in force from')),
   notAfter: Nullable(UnixSeconds('the mandate is no longer in force from')),
   timeZone: Type.String({ minLength: 1, maxLength: 64, description: 'IANA time zone of the day, week and month budgets, e.g. Europe/Paris or America/New_York. Name a place: the old fixed-offset names (EST, Etc/GMT+5, which is UTC−5) keep no daylight saving time, so such budgets reset an hour off in summer' }),
-  alertThresholds: Type.Array(Type.Integer({ minimum: 1, maximum: 100 }), { maxItems: ALERT_THRESHOLDS_MAX, description: 'percent of a budget at which `budget.threshold` fires, once per period each' }),
+  alertThresholds: Type.Array(Type.Integer({ minimum: 1, maximum: 100 }), { maxItems: ALERT_THRESHOLDS_MAX, description: 'percent of a budget at which `budget.threshold` fires, once per period each; kept in ascending order, a value given twice once (a budget id given twice is refused: two budgets of one id would be ambiguous, two equal thresholds are not)' }),
   delegation: Type.Object(
     {
       allowed: Type.Boolean({ description: 'the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1' }),
