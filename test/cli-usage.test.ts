@@ -9,11 +9,11 @@ import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { buildCli } from '../src/cli.ts';
 import { ENV_VARS } from '../src/platform/config.ts';
 import { listMigrations, migrationName } from '../src/platform/db/migrate.ts';
-import { ACG, acg, commandPath, everyCommand, inherited, parse } from './support/acg-cli.ts';
+import { ACG, acg, commandPath, everyCommand, inherited, localServer, parse } from './support/acg-cli.ts';
 import { freePort } from './support/doh-server.ts';
 
 const run = promisify(execFile);
@@ -165,22 +165,12 @@ describe('option values', () => {
 describe('acg demo against something that is not the gateway', () => {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-demo-other-'));
   // Another dev server on the port: it answers every request 404 with a page, not JSON.
-  const other = createServer((_request, response) => response.writeHead(404, { 'content-type': 'text/html' }).end('<!DOCTYPE html><pre>Cannot GET /v1/me</pre>'));
-  let url: string;
-
-  beforeAll(async () => {
-    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
-  });
-  afterAll(() => {
-    other.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  const other = localServer((_request, response) => response.writeHead(404, { 'content-type': 'text/html' }).end('<!DOCTYPE html><pre>Cannot GET /v1/me</pre>'), dataDir);
 
   it('stops with one line asking whether the gateway is at the address, exit 2, when the answer is not JSON', async () => {
-    const stopped = await acg(dataDir, { ACG_BASE_URL: url, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' }, 'demo');
+    const stopped = await acg(dataDir, { ACG_BASE_URL: other.url, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' }, 'demo');
     expect(stopped.code).toBe(2);
-    expect(stopped.stderr).toBe(`\nacg demo stopped: GET /v1/me answered HTTP 404 with a body that is not JSON: is the gateway at ${url}?\n`);
+    expect(stopped.stderr).toBe(`\nacg demo stopped: GET /v1/me answered HTTP 404 with a body that is not JSON: is the gateway at ${other.url}?\n`);
   });
 
   it('sends a request the gateway answered 503 with Retry-After again, at most three times in all (found in CI: four runs at once on a loaded machine)', async () => {
@@ -214,28 +204,18 @@ describe('acg commands against a server that refuses with an empty body', () => 
   const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-empty-404-'));
   // A proxy or another app on the port: every request is 404 with no body, which the gateway never answers (it
   // refuses with a problem). Read as the gateway's "not found", it blamed the agent id (found from outside).
-  const other = createServer((_request, response) => response.writeHead(404).end());
-  let url: string;
-
-  beforeAll(async () => {
-    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
-  });
-  afterAll(() => {
-    other.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  const other = localServer((_request, response) => response.writeHead(404).end(), dataDir);
 
   it('asks whether the gateway is at the address, exit 2: credit grant and demo', async () => {
-    const env = { ACG_BASE_URL: url, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' };
+    const env = { ACG_BASE_URL: other.url, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' };
     const granted = await acg(dataDir, env, 'credit', 'grant', '--agent', 'agt_someone', '--amount-uc', '1000000');
     expect(granted.code).toBe(2);
     expect(granted.stderr).toBe(
-      `${url} answered POST /v1/operator/credit-grants with HTTP 404 and no problem body, which the gateway always gives: is the gateway at ${url}? Set ACG_BASE_URL (or PORT) to where it runs\n`,
+      `${other.url} answered POST /v1/operator/credit-grants with HTTP 404 and no problem body, which the gateway always gives: is the gateway at ${other.url}? Set ACG_BASE_URL (or PORT) to where it runs\n`,
     );
     const stopped = await acg(dataDir, env, 'demo');
     expect(stopped.code).toBe(2);
-    expect(stopped.stderr).toBe(`\nacg demo stopped: GET /v1/me answered HTTP 404 with no problem body: is the gateway at ${url}?\n`);
+    expect(stopped.stderr).toBe(`\nacg demo stopped: GET /v1/me answered HTTP 404 with no problem body: is the gateway at ${other.url}?\n`);
   });
 });
 
@@ -243,20 +223,10 @@ describe('acg owner commands against a server that answers 200 to everything', (
   const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-catch-all-'));
   // Another server at the address, answering every request 200 with JSON: its answer is no change made (found from
   // outside: printed as the mandate, exit 0).
-  const other = createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('{"hello":"not a gateway"}'));
-  let url: string;
-
-  beforeAll(async () => {
-    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
-  });
-  afterAll(() => {
-    other.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  const other = localServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('{"hello":"not a gateway"}'), dataDir);
 
   it('refuses an answer that does not name the agent, exit 2: mandate show and freeze', async () => {
-    const env = { ACG_BASE_URL: url, ACG_DATA_DIR: dataDir, ACG_OWNER_TOKEN: 'not-checked-here' };
+    const env = { ACG_BASE_URL: other.url, ACG_DATA_DIR: dataDir, ACG_OWNER_TOKEN: 'not-checked-here' };
     for (const args of [['agent', 'mandate', 'show', 'agt_someone'], ['agent', 'freeze', 'agt_someone']]) {
       const refused = await acg(dataDir, env, ...args);
       expect([refused.code, refused.stdout], args.join(' ')).toEqual([2, '']);

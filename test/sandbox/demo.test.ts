@@ -4,7 +4,6 @@
 // ledger invariants hold over everything both wrote.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -14,6 +13,7 @@ import { openPglite } from '../../src/platform/db/pglite.ts';
 import { credits } from '../../src/sandbox/demo.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
 import type { Database } from '../../src/platform/db/database.ts';
+import { localServer } from '../support/acg-cli.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
 import { freePort } from '../support/doh-server.ts';
 import { expectLedgerInvariants } from '../support/ledger-invariants.ts';
@@ -112,26 +112,16 @@ describe('acg demo against a server whose JSON is not the gateway\'s', () => {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-demo-other-json-'));
   /** What the server answers, by method and path; anything else is a 404 problem. */
   let routes: Record<string, [number, string]> = {};
-  const other = createServer((request, response) => {
+  const other = localServer((request, response) => {
     const [status, body] = routes[`${request.method} ${request.url}`] ?? [404, '{"code":"not_found"}'];
     response.writeHead(status, { 'content-type': 'application/json' }).end(body);
-  });
-  let url: string;
-
-  beforeAll(async () => {
-    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
-  });
-  afterAll(() => {
-    other.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  }, dataDir);
 
   /** Runs the demo against the server with only the settings it needs (none of the test's own ACG_* or DATABASE_URL). */
   async function demoAgainst(answers: Record<string, [number, string]>): Promise<{ code: number; stdout: string; stderr: string }> {
     routes = answers;
     const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(ACG_|DATABASE_URL$|PORT$|HOST$)/.test(name)));
-    const env = { ...inherited, ACG_BASE_URL: url, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' };
+    const env = { ...inherited, ACG_BASE_URL: other.url, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' };
     return run(process.execPath, [ACG, 'demo'], { env, timeout: 60_000 }).then(
       ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
       (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, stdout: error.stdout, stderr: error.stderr }),
@@ -163,13 +153,13 @@ describe('acg demo against a server whose JSON is not the gateway\'s', () => {
   ] as Array<[string, Record<string, [number, string]>, string]>)('stops with one line naming the missing field, exit 2, for %s', async (_case, answers, found) => {
     const stopped = await demoAgainst(answers);
     expect(stopped.code).toBe(2);
-    expect(stopped.stderr).toBe(`\nacg demo stopped: ${found}: is the gateway at ${url}?\n`);
+    expect(stopped.stderr).toBe(`\nacg demo stopped: ${found}: is the gateway at ${other.url}?\n`);
   }, 60_000);
 
   it('names an error status whose body is not a problem object, without a stack trace: not the gateway, which always gives one (exit 2)', async () => {
     for (const body of ['null', '', '{}', '{"message":"no"}']) {
       const stopped = await demoAgainst({ 'GET /v1/me': [500, body] });
-      expect(stopped, body).toMatchObject({ code: 2, stderr: `\nacg demo stopped: GET /v1/me answered HTTP 500 with no problem body: is the gateway at ${url}?\n` });
+      expect(stopped, body).toMatchObject({ code: 2, stderr: `\nacg demo stopped: GET /v1/me answered HTTP 500 with no problem body: is the gateway at ${other.url}?\n` });
     }
   }, 60_000);
 

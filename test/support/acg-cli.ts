@@ -1,10 +1,14 @@
 // Runs the `acg` command for the CLI's tests: commander's parse in process (no action runs), or bin/acg.js as a
 // child process from a directory of the test's own, with only the settings the test gives.
 import { execFile, spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { createServer, type RequestListener } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { CommanderError, type Command } from 'commander';
+import { afterAll, beforeAll } from 'vitest';
 import { buildCli } from '../../src/cli.ts';
 
 export const ACG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/acg.js');
@@ -63,4 +67,23 @@ export async function acgWithInput(cwd: string, env: Record<string, string>, inp
   child.stdin.end(input);
   const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
   return { code, stdout, stderr };
+}
+
+/**
+ * A server that is not the gateway, for the describe that calls this: it listens on a free port from the describe's
+ * first test to its end, when `dataDir` (the commands' data directory) is removed too. `url` is its address once it
+ * listens.
+ */
+export function localServer(handler: RequestListener, dataDir: string): { readonly url: string } {
+  const server = createServer(handler);
+  const at = { url: '' };
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    at.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => {
+    server.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  return at;
 }
