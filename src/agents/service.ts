@@ -532,6 +532,15 @@ export class AgentService {
     return current !== undefined && sameRules(rules, rulesOfDocument(JSON.parse(current.document) as MandateDocument));
   }
 
+  /** The rules as a mandate stores them (`checkedRules`), or undefined where they would be refused. */
+  rulesAsStored(rules: MandateRules): MandateRules | undefined {
+    try {
+      return checkedRules(rules, this.serviceIds);
+    } catch {
+      return undefined;
+    }
+  }
+
   /**
    * checkedRules, and what only the database knows: every merchant a budget names exists. A budget scoped to a
    * merchant id that names none would count nothing, so its limit would never hold; one given a verified merchant's

@@ -73,6 +73,13 @@ interface OperationBase<I, C> extends OperationDescription {
   /** With `idempotency.key` `derived`: the key of this input (it must match the default key rule). */
   deriveKey?: (input: I) => string;
   /**
+   * The input as the operation reads it, for the request's fingerprint: spellings it stores as one (a time zone's
+   * case, a list's repeats) made one, so a retry that writes the same request otherwise replays rather than conflicts
+   * (the fingerprint reads an amount's leading zeros alike for every operation). It must not throw: an input it cannot
+   * read is returned as it is, and the operation refuses it.
+   */
+  readAs?: (input: I) => unknown;
+  /**
    * It revokes what a credential's check reads (a merchant key, access tokens): its answer (a replay's too) waits
    * until no instance still keeps a credential fact read before it committed (credential-facts.ts), so the
    * revocation holds everywhere from the caller's next request.
@@ -377,8 +384,8 @@ export interface KeyTarget {
   key: string;
 }
 
-function fingerprintOf(operation: { name: string }, call: OperationCall<unknown>): string {
-  return fingerprint(operation.name, call.input);
+function fingerprintOf(operation: { name: string; readAs?: (input: never) => unknown }, call: OperationCall<unknown>): string {
+  return fingerprint(operation.name, operation.readAs ? operation.readAs(call.input as never) : call.input);
 }
 
 /**

@@ -76,6 +76,24 @@ describe('a PUT of the mandate in force', () => {
     expect((await put(agent, { ...RULES, allowedCategories: ['music', 'books'] })).body.version).toBe(5);
   });
 
+  it('takes a retry under the same key that spells the same mandate otherwise as the same request: its answer replayed, not 409 (found from outside: europe/paris then Europe/Paris)', async () => {
+    const agent = await world.createAgent(`unchanged-${++counter}@example.com`, `unchanged-${counter}`);
+    const key = `unchanged-retry-${++counter}`;
+    const first = await put(agent, { ...RULES, timeZone: 'europe/paris' }, {}, key);
+    expect([first.status, first.body.version, first.body.timeZone]).toEqual([200, 2, 'Europe/Paris']);
+    const retried = await put(agent, { ...RULES, allowedCategories: ['books', 'books'], approvalAboveUc: '05000000', budgets: [{ id: 'daily', limitUc: '02000000', period: 'day' }], merchants: { allow: null, deny: ['SPAM.example.com'] } }, {}, key);
+    expect([retried.status, retried.headers.get('idempotent-replayed'), retried.body]).toEqual([200, 'true', first.body]);
+    // Another mandate under the key is still another request.
+    const other = await put(agent, { ...RULES, timeZone: 'Europe/Berlin' }, {}, key);
+    expect([other.status, other.body.code]).toEqual([409, 'idempotency_key_reused']);
+    // A mandate the gateway refuses is read as sent: the same refusal replayed, another spelling of it another request.
+    const refusedKey = `unchanged-refused-${++counter}`;
+    expect((await put(agent, { ...RULES, timeZone: 'Mars/Olympus' }, {}, refusedKey)).status).toBe(400);
+    expect((await put(agent, { ...RULES, timeZone: 'Mars/Olympus' }, {}, refusedKey)).headers.get('idempotent-replayed')).toBe('true');
+    expect((await put(agent, { ...RULES, timeZone: 'mars/olympus' }, {}, refusedKey)).status).toBe(409);
+    expect(await versions(agent)).toEqual([2, 1]);
+  });
+
   it('keeps If-Match: the version in force or * answers it unchanged; a stale version is 412 even for the same rules', async () => {
     const agent = await world.createAgent(`unchanged-${++counter}@example.com`, `unchanged-${counter}`);
     expect((await put(agent, RULES)).body.version).toBe(2);
