@@ -20,6 +20,7 @@ import { ApiError, memberRefusal } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { formatUc, parseUc, type Microcredits } from '../platform/money.ts';
 import type { SpanRef } from '../platform/telemetry.ts';
+import { frozenRefusal } from '../policy/spending.ts';
 import { SAME_KEY } from '../platform/idempotency.ts';
 
 export const VOUCHER_TYP = 'voucher+jwt';
@@ -120,6 +121,10 @@ export class VoucherService {
    */
   async mintMany(tx: Tx, requests: readonly MintRequest[], read?: MintReads): Promise<Array<Settled<MintResult>>> {
     const { offers, answering, holders } = read ?? (await this.readAhead(tx, requests));
+    const rowsOf = (agentId: string) => {
+      const rows = holders.covering([agentId]);
+      return [rows.get(agentId)!, rows] as const;
+    };
     const outcomes: Array<Settled<MintResult> | undefined> = requests.map((request) => {
       const offer = offers.get(request.offerId);
       if (!offer || (request.merchantId !== undefined && offer.merchant_id !== request.merchantId)) {
@@ -132,7 +137,10 @@ export class VoucherService {
       }
       const priceUc = priceOf(request, offer);
       if (request.maxUc !== undefined && priceUc > request.maxUc) {
-        return { ok: false, error: new ApiError('CAP_EXCEEDED', { detail: `the offer costs ${priceUc} µc, more than your maxUc of ${request.maxUc} µc`, extra: { reason: 'max_uc' } }) };
+        // A frozen agent (or one below a frozen ancestor) is told that first, as the hold's policy would: its own
+        // ceiling is not what stops it.
+        const frozen = frozenRefusal(this.deps.identity.spendingChainOf(...rowsOf(request.agentId)));
+        return { ok: false, error: frozen?.error ?? new ApiError('CAP_EXCEEDED', { detail: `the offer costs ${priceUc} µc, more than your maxUc of ${request.maxUc} µc`, extra: { reason: 'max_uc' } }) };
       }
       return undefined;
     });

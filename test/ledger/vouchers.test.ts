@@ -116,6 +116,10 @@ describe('POST /v1/vouchers', () => {
     await world.api('POST', `/v1/owner/agents/${poor.id}/freeze`, { token: poor.ownerToken });
     const frozen = await mint(world, poor.token, cheap.id);
     expect([frozen.status, frozen.body.code]).toEqual([403, 'FROZEN']);
+    // A frozen agent's ceiling below the price is not what stops it: raising it would not help (found from outside:
+    // 402 CAP_EXCEEDED "raise your maxUc", then FROZEN).
+    const frozenBelow = await mint(world, poor.token, cheap.id, undefined, { maxUc: '1999999' });
+    expect([frozenBelow.status, frozenBelow.body.code, frozenBelow.body.reason]).toEqual([403, 'FROZEN', 'frozen']);
   });
 
   it('answers 503 signing_configuration_required in live mode without a signing key, taking no hold', async () => {
