@@ -463,8 +463,12 @@ export class WebhookService {
     refuseUndeliverable(row.event_type);
     await this.refuseWithoutEndpoint(tx, account);
     const nowMs = this.gateway.clock.nowMs();
-    if (Number(row.locked_until_ms) > nowMs) {
-      throw new ApiError('conflict', { detail: 'an attempt of this delivery is in progress; look again in a few seconds', retryAfterS: 5 });
+    const lockedForMs = Number(row.locked_until_ms) - nowMs;
+    if (lockedForMs > 0) {
+      // Retry-After is when the attempt's claim ends (its timeout and a margin), not a guess: an attempt may run 10 s,
+      // and a fixed 5 s was answered 409 again (found from outside).
+      const retryAfterS = Math.ceil(lockedForMs / 1000);
+      throw new ApiError('conflict', { detail: `an attempt of this delivery is in progress; look again in ${retryAfterS} s, once it has ended`, retryAfterS });
     }
     await store.scheduleNow(tx, row.id, nowMs);
     await store.closeCircuit(tx, account.id);

@@ -162,6 +162,9 @@ describe('the delivery worker', () => {
     expect(await runWorker()).toMatchObject({ claimed: 0 });
     const resend = await world.api('POST', `/v1/merchants/${merchantId}/webhook/deliveries/${(await deliveryOf(event.id)).id}/resend`, { token: alice });
     expect([resend.status, resend.body.code]).toEqual([409, 'conflict']);
+    // Retry-After says when the attempt's claim ends, so a client that waits it is not refused again (found from
+    // outside: a fixed 5 s, while an attempt may run 10 s).
+    expect([resend.headers.get('retry-after'), resend.body.detail]).toEqual(['60', 'an attempt of this delivery is in progress; look again in 60 s, once it has ended']);
     advanceS(60);
     expect(await runWorker()).toMatchObject({ claimed: 1, succeeded: 1 });
     expect(await deliveryOf(event.id)).toMatchObject({ state: 'succeeded', attempts: 1 });

@@ -43,6 +43,11 @@ export function verifyWebhook(
   if (!Number.isFinite(timestampS) || Math.abs(nowS - timestampS) > (options.toleranceS ?? WEBHOOK_TOLERANCE_S_DEFAULT)) {
     throw new VerificationError('invalid_webhook', 'the webhook-timestamp is outside the tolerance (a replay, or a clock far off)');
   }
+  // A JavaScript caller may pass what a JSON body parser made of the body (express.json()'s req.body): its text as
+  // sent is gone, and no re-serialisation is sure to match the signature, so say what to pass instead.
+  if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
+    throw new VerificationError('invalid_webhook', `the body must be the raw bytes or text as received (a string, Buffer or Uint8Array), not ${body === null ? 'null' : typeof body}: read it before any JSON parser, e.g. express.raw({ type: 'application/json' })`);
+  }
   const text = typeof body === 'string' ? body : Buffer.from(body).toString('utf8');
   const expected = createHmac('sha256', secretKey(secret)).update(`${id}.${timestamp}.${text}`).digest();
   const matches = signatures.split(' ').some((entry) => {

@@ -442,6 +442,11 @@ describe('verifyWebhook', () => {
     const lateS = Number(delivery.headers['webhook-timestamp']) + 301;
     expect(() => verifyWebhook(webhookSecret, delivery.headers, delivery.body, { nowS: lateS })).toThrow(/tolerance/);
     expect(() => verifyWebhook(webhookSecret, { ...delivery.headers, 'webhook-id': undefined }, delivery.body)).toThrow(/webhook-id/);
+    // What a JSON body parser made of the body (express.json()'s req.body), from JavaScript: the SDK's own refusal, saying
+    // what to pass, not crypto's TypeError (found from outside).
+    const parsed = (): unknown => verifyWebhook(webhookSecret, delivery.headers, JSON.parse(delivery.body) as string);
+    expect(parsed).toThrow(VerificationError);
+    expect(parsed).toThrow(/must be the raw bytes or text as received .*not object.*express\.raw/);
   });
 });
 
