@@ -222,13 +222,11 @@ export function agentOperations(agents: AgentService): AgentOperations {
       // One mandate spelled otherwise (`europe/paris`, a category twice, an amount's leading zeros) is one request,
       // as it is one document once stored.
       readAs: ({ id, ifVersion, ...rules }) => {
-        let stored: MandateRules | undefined;
         try {
-          stored = agents.rulesAsStored(mandateRulesOf(rules));
+          return { id, ifVersion, stored: agents.rulesAsStored(mandateRulesOf(rules)) };
         } catch {
-          stored = undefined;
+          return { id, ifVersion, ...rules }; // rules it refuses: read as sent
         }
-        return stored ? { id, ifVersion, stored } : { id, ifVersion, ...rules };
       },
       run: async (tx, { principal, input: { id, ifVersion, ...rules } }) => agents.mandateView(tx, await agents.setMandate(tx, principal, id, mandateRulesOf(rules), ifVersion)),
     },

@@ -532,13 +532,9 @@ export class AgentService {
     return current !== undefined && sameRules(rules, rulesOfDocument(JSON.parse(current.document) as MandateDocument));
   }
 
-  /** The rules as a mandate stores them (`checkedRules`), or undefined where they would be refused. */
-  rulesAsStored(rules: MandateRules): MandateRules | undefined {
-    try {
-      return checkedRules(rules, this.serviceIds);
-    } catch {
-      return undefined;
-    }
+  /** The rules as a mandate stores them (`checkedRules`); throws where they would be refused. */
+  rulesAsStored(rules: MandateRules): MandateRules {
+    return checkedRules(rules, this.serviceIds);
   }
 
   /**

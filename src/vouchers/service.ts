@@ -20,8 +20,8 @@ import { ApiError, memberRefusal } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { formatUc, parseUc, type Microcredits } from '../platform/money.ts';
 import type { SpanRef } from '../platform/telemetry.ts';
-import { frozenRefusal } from '../policy/spending.ts';
 import { SAME_KEY } from '../platform/idempotency.ts';
+import { frozenRefusal } from '../policy/spending.ts';
 
 export const VOUCHER_TYP = 'voucher+jwt';
 
