@@ -75,12 +75,23 @@ class AcgCommand extends Command {
 
   /**
    * `acg help credit grant` shows `credit grant`'s help: commander's help command reads one name and showed `credit`'s
-   * (found from outside). A help of nested names is run as the command with --help, which every command answers.
+   * (found from outside). A help of names is run as the command they name with --help, which every command answers.
+   * A name that names no command there is run as one, so commander refuses it as it refuses `acg foo`, with its
+   * suggestion and exit 2 (found from outside: `acg help foo` printed nothing, and `acg help credit foo` showed
+   * `credit`'s help).
    */
   override parseAsync(argv?: readonly string[], options?: ParseOptions): Promise<this> {
     const first = options?.from === 'user' ? 0 : 2;
-    const nested = argv !== undefined && argv[first] === 'help' && argv.length - first > 2 && this.commands.some((command) => command.name() === argv[first + 1]);
-    return super.parseAsync(nested ? [...argv.slice(0, first), ...argv.slice(first + 1), '--help'] : argv, options);
+    if (argv === undefined || argv[first] !== 'help' || argv.length - first < 2) return super.parseAsync(argv, options);
+    const before = argv.slice(0, first);
+    const names = argv.slice(first + 1);
+    let at: Command = this;
+    for (const [index, name] of names.entries()) {
+      const named = at.commands.find((command) => command.name() === name || command.aliases().includes(name));
+      if (!named) return super.parseAsync([...before, ...names.slice(0, index + 1)], options);
+      at = named;
+    }
+    return super.parseAsync([...before, ...names, '--help'], options);
   }
 
   /**

@@ -45,8 +45,16 @@ describe('acg --help', () => {
       expect(code, route.join(' ')).toBe('commander.helpDisplayed');
       expect(out, route.join(' ')).toContain(`Usage: ${['acg', ...route].join(' ')}`);
     }
-    // A name no command has is still refused, as `acg help nosuch` is.
-    expect((await parse('help', 'nosuch', 'thing')).exitCode).toBe(2);
+    // A name no command has is refused as `acg nosuch` is, at any depth, with commander's suggestion (found from outside:
+    // `acg help foo` printed nothing, and `acg help credit foo` showed credit's help).
+    for (const args of [['help', 'nosuch'], ['help', 'nosuch', 'thing'], ['help', 'credit', 'nosuch']]) {
+      const refused = await parse(...args);
+      expect([refused.code, refused.exitCode, refused.err], args.join(' ')).toEqual(['commander.unknownCommand', 2, "error: unknown command 'nosuch'\n(add --help for usage)\n"]);
+    }
+    const pastTheLeaf = await parse('help', 'credit', 'grant', 'nosuch');
+    expect([pastTheLeaf.exitCode, pastTheLeaf.err]).toEqual([2, expect.stringMatching(/^error: too many arguments for 'grant'/)]);
+    expect((await parse('help', 'credti')).err).toContain("error: unknown command 'credti'\n(Did you mean credit?)");
+    expect((await parse('help', 'credit')).code).toBe('commander.helpDisplayed');
   });
 });
 

@@ -425,7 +425,8 @@ describe('acg agent mandate show and set', () => {
     expect(again.code, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ version: 3, budgets: [{ id: 'daily', limitUc: '30000000' }], timeZone: 'Asia/Kolkata' });
 
-    const piped = await acgWithInput(workDir, env, JSON.stringify({ allowedCategories: ['books'] }), 'agent', 'mandate', 'set', agent.id, '--file', '-');
+    // A byte order mark, as some Windows editors save, is read past (RFC 8259 §8.1; found from outside: "not JSON").
+    const piped = await acgWithInput(workDir, env, `\uFEFF${JSON.stringify({ allowedCategories: ['books'] })}`, 'agent', 'mandate', 'set', agent.id, '--file', '-');
     expect(piped).toMatchObject({ code: 0, stderr: '' });
     expect(JSON.parse(piped.stdout)).toMatchObject({ version: 4, allowedCategories: ['books'], budgets: [] });
 

@@ -214,7 +214,8 @@ function unreadable(error: NodeJS.ErrnoException): string {
 function mandateFile(text: string, where: string, options: { agentId: string; force: boolean }): { rules: Record<string, unknown>; version: number | undefined } {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    // A byte order mark, which some editors write, is read past (RFC 8259 §8.1: a parser MAY ignore it).
+    parsed = JSON.parse(text.replace(/^\uFEFF/, ''));
   } catch (error) {
     fail(`${where} is not JSON: ${(error as Error).message}`);
   }
