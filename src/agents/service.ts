@@ -676,11 +676,14 @@ export class AgentService {
    * here, and one that comes later waits for this transaction and then finds the work to cancel.
    */
   async lockUnstopped(tx: Tx, agentId: string): Promise<void> {
-    const rows = await this.lockWithAncestors(tx, [agentId]);
+    const refusal = this.frozenRefusalOf(agentId, await this.lockWithAncestors(tx, [agentId]));
+    if (refusal) throw refusal;
+  }
+
+  /** 403 FROZEN when the agent or an ancestor is frozen or retired, from rows read with its ancestors'; else undefined. */
+  frozenRefusalOf(agentId: string, rows: ReadonlyMap<string, store.AgentRow>): ApiError | undefined {
     const row = rows.get(agentId);
-    if (!row) return;
-    const refusal = frozenRefusal(this.spendingChainOf(row, rows));
-    if (refusal) throw refusal.error;
+    return row && frozenRefusal(this.spendingChainOf(row, rows))?.error;
   }
 
   /** The agent and its delegates at every depth (its subtree), sorted: what a freeze with releaseHolds reaches. */

@@ -277,13 +277,19 @@ const TLS_REQUIRING_SSLMODES: ReadonlySet<string> = new Set(['require', 'verify-
 export function databaseAddress(databaseUrl: string): string | undefined {
   const parsed = parseConnectionUrl(databaseUrl);
   if (!parsed) return undefined;
-  const { url } = parsed;
-  const database = decodeURIComponent(url.pathname.replace(/^\//, ''));
-  // A `host` parameter stands for the URL's host, as the driver reads it; a path is a Unix socket's directory.
-  const host = url.searchParams.get('host') ?? (parsed.hostless ? '' : decodeURIComponent(url.hostname));
+  const database = decodeURIComponent(parsed.url.pathname.replace(/^\//, ''));
+  const host = connectionHost(parsed);
   if (host.startsWith('/')) return `the Unix socket in ${host}${database ? `, database ${database}` : ''}`;
   if (host === '') return undefined;
-  return `${host}${url.port ? `:${url.port}` : ''}/${database}`;
+  return `${isIP(host) === 6 ? `[${host}]` : host}${parsed.url.port ? `:${parsed.url.port}` : ''}/${database}`;
+}
+
+/**
+ * The host a parsed DATABASE_URL connects to, as the driver reads it: its `host` parameter, which stands for the URL's
+ * host, else that host (an IPv6 one without brackets); a path is a Unix socket's directory, '' none (the default).
+ */
+function connectionHost(parsed: { url: URL; hostless: boolean }): string {
+  return parsed.url.searchParams.get('host') ?? (parsed.hostless ? '' : decodeURIComponent(parsed.url.hostname).replace(/^\[(.+)\]$/, '$1'));
 }
 
 /**
@@ -298,8 +304,8 @@ export function databaseHostWithoutTls(databaseUrl: string): string | undefined 
   const sslmode = params.get('sslmode');
   const tlsRequired = sslmode === null ? ['true', '1'].includes(params.get('ssl') ?? '') : TLS_REQUIRING_SSLMODES.has(sslmode);
   if (tlsRequired) return undefined;
-  // A `host` parameter stands for the URL's host, as the driver reads it; a path (or none) is a Unix socket.
-  const host = params.get('host') ?? (parsed.hostless ? '' : decodeURIComponent(parsed.url.hostname).replace(/^\[(.+)\]$/, '$1'));
+  // A path (or none) is a Unix socket.
+  const host = connectionHost(parsed);
   if (host === '' || host.startsWith('/')) return undefined;
   return isLoopbackHost(isIP(host) === 6 ? new URL(`http://[${host}]`).hostname : host.toLowerCase()) ? undefined : host;
 }

@@ -21,7 +21,6 @@ import type { Gateway } from '../platform/gateway.ts';
 import { formatUc, parseUc, type Microcredits } from '../platform/money.ts';
 import type { SpanRef } from '../platform/telemetry.ts';
 import { SAME_KEY } from '../platform/idempotency.ts';
-import { frozenRefusal } from '../policy/spending.ts';
 
 export const VOUCHER_TYP = 'voucher+jwt';
 
@@ -121,10 +120,6 @@ export class VoucherService {
    */
   async mintMany(tx: Tx, requests: readonly MintRequest[], read?: MintReads): Promise<Array<Settled<MintResult>>> {
     const { offers, answering, holders } = read ?? (await this.readAhead(tx, requests));
-    const rowsOf = (agentId: string) => {
-      const rows = holders.covering([agentId]);
-      return [rows.get(agentId)!, rows] as const;
-    };
     const outcomes: Array<Settled<MintResult> | undefined> = requests.map((request) => {
       const offer = offers.get(request.offerId);
       if (!offer || (request.merchantId !== undefined && offer.merchant_id !== request.merchantId)) {
@@ -139,8 +134,8 @@ export class VoucherService {
       if (request.maxUc !== undefined && priceUc > request.maxUc) {
         // A frozen agent (or one below a frozen ancestor) is told that first, as the hold's policy would: its own
         // ceiling is not what stops it.
-        const frozen = frozenRefusal(this.deps.identity.spendingChainOf(...rowsOf(request.agentId)));
-        return { ok: false, error: frozen?.error ?? new ApiError('CAP_EXCEEDED', { detail: `the offer costs ${priceUc} µc, more than your maxUc of ${request.maxUc} µc`, extra: { reason: 'max_uc' } }) };
+        const frozen = this.deps.identity.frozenRefusalOf(request.agentId, holders.covering([request.agentId]));
+        return { ok: false, error: frozen ?? new ApiError('CAP_EXCEEDED', { detail: `the offer costs ${priceUc} µc, more than your maxUc of ${request.maxUc} µc`, extra: { reason: 'max_uc' } }) };
       }
       return undefined;
     });

@@ -331,6 +331,7 @@ describe('a DATABASE_URL that crosses a network without requiring TLS (live mode
     const cases: Array<[string, string | undefined]> = [
       ['postgres://acg:s3cret@127.0.0.1:5432/acg', '127.0.0.1:5432/acg'],
       ['postgres://acg@db.internal/acg', 'db.internal/acg'],
+      ['postgres://acg@[::1]:5432/acg', '[::1]:5432/acg'],
       ['postgres://acg@%2Fvar%2Frun%2Fpostgresql/acg', 'the Unix socket in /var/run/postgresql, database acg'],
       ['postgresql://acg:s3cret@/acg?host=/var/run/postgresql', 'the Unix socket in /var/run/postgresql, database acg'],
       ['postgres:///acg', undefined],
